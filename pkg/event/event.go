@@ -1,0 +1,252 @@
+// Package event defines the JSON envelope that capture pipelines publish to
+// JetStream and parses it strictly: anything the ingester cannot fold is
+// rejected here with a reason, so it can be dead-lettered instead of
+// blocking the stream.
+package event
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// MaxSize is the largest envelope accepted, in bytes. The stream is
+// configured with the same limit, so a larger message never reaches the
+// ingester; the check here protects direct callers of Parse.
+const MaxSize = 1 << 20
+
+// MaxDistinctIDLength bounds distinct ids (PostHog uses 400 characters).
+const MaxDistinctIDLength = 400
+
+// Event is a parsed envelope. Property maps hold values decoded with
+// json.Number so that numbers keep their exact text.
+type Event struct {
+	UUID       uuid.UUID
+	Event      string
+	DistinctID string
+	Timestamp  time.Time
+	Properties map[string]any
+	// Set, SetOnce and Unset merge the top-level fields with those found
+	// inside properties; top-level wins on conflict.
+	Set     map[string]any
+	SetOnce map[string]any
+	Unset   []string
+	// PropertiesRaw is the properties object as received (nil if absent).
+	PropertiesRaw json.RawMessage
+}
+
+// wire is the envelope as published.
+type wire struct {
+	UUID       *string         `json:"uuid"`
+	Event      *string         `json:"event"`
+	DistinctID json.RawMessage `json:"distinct_id"`
+	Timestamp  *string         `json:"timestamp"`
+	Properties json.RawMessage `json:"properties"`
+	Set        json.RawMessage `json:"$set"`
+	SetOnce    json.RawMessage `json:"$set_once"`
+	Unset      json.RawMessage `json:"$unset"`
+}
+
+// Error says why a message can never be folded. The ingester dead-letters
+// it with Reason in a header.
+type Error struct{ Reason string }
+
+func (e *Error) Error() string { return "invalid event: " + e.Reason }
+
+func invalid(format string, args ...any) error {
+	return &Error{Reason: fmt.Sprintf(format, args...)}
+}
+
+// Parse decodes and validates one envelope.
+func Parse(data []byte) (Event, error) {
+	if len(data) > MaxSize {
+		return Event{}, invalid("message is %d bytes, limit is %d", len(data), MaxSize)
+	}
+	var w wire
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&w); err != nil {
+		return Event{}, invalid("not a JSON object: %v", err)
+	}
+	if dec.More() {
+		return Event{}, invalid("trailing data after the JSON object")
+	}
+	ev := Event{PropertiesRaw: w.Properties}
+	if w.UUID == nil {
+		return Event{}, invalid("uuid is required")
+	}
+	id, err := uuid.Parse(*w.UUID)
+	if err != nil {
+		return Event{}, invalid("uuid %q does not parse", *w.UUID)
+	}
+	ev.UUID = id
+	if w.Event == nil || *w.Event == "" {
+		return Event{}, invalid("event name is required")
+	}
+	if len(*w.Event) > 200 {
+		return Event{}, invalid("event name is longer than 200 bytes")
+	}
+	ev.Event = *w.Event
+	if ev.DistinctID, err = parseDistinctID(w.DistinctID); err != nil {
+		return Event{}, err
+	}
+	if w.Timestamp == nil {
+		return Event{}, invalid("timestamp is required")
+	}
+	if ev.Timestamp, err = ParseTime(*w.Timestamp); err != nil {
+		return Event{}, invalid("timestamp %q: %v", *w.Timestamp, err)
+	}
+	if ev.Properties, err = object(w.Properties, "properties"); err != nil {
+		return Event{}, err
+	}
+	if ev.Set, err = mergedObject(w.Set, ev.Properties["$set"], "$set"); err != nil {
+		return Event{}, err
+	}
+	if ev.SetOnce, err = mergedObject(w.SetOnce, ev.Properties["$set_once"], "$set_once"); err != nil {
+		return Event{}, err
+	}
+	if ev.Unset, err = mergedUnset(w.Unset, ev.Properties["$unset"]); err != nil {
+		return Event{}, err
+	}
+	return ev, nil
+}
+
+// parseDistinctID accepts a JSON string or number (some SDKs send numeric
+// ids) and returns its text.
+func parseDistinctID(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", invalid("distinct_id is required")
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return "", invalid("distinct_id: %v", err)
+	}
+	var s string
+	switch t := v.(type) {
+	case string:
+		s = t
+	case json.Number:
+		s = t.String()
+	default:
+		return "", invalid("distinct_id must be a string or a number")
+	}
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", invalid("distinct_id is empty")
+	}
+	if len(s) > MaxDistinctIDLength {
+		return "", invalid("distinct_id is longer than %d bytes", MaxDistinctIDLength)
+	}
+	return s, nil
+}
+
+// ParseTime accepts RFC 3339 with or without fraction and zone, and
+// returns UTC.
+func ParseTime(s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			if t.Year() < 1970 || t.Year() > 2105 {
+				return time.Time{}, errors.New("year out of range 1970-2105")
+			}
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, errors.New("want RFC 3339")
+}
+
+func object(raw json.RawMessage, field string) (map[string]any, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return map[string]any{}, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, invalid("%s must be an object", field)
+	}
+	return m, nil
+}
+
+// mergedObject combines the top-level field with the one inside properties;
+// top-level keys win.
+func mergedObject(top json.RawMessage, inner any, field string) (map[string]any, error) {
+	out := map[string]any{}
+	if inner != nil {
+		m, ok := inner.(map[string]any)
+		if !ok {
+			return nil, invalid("properties.%s must be an object", field)
+		}
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	m, err := object(top, field)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func mergedUnset(top json.RawMessage, inner any) ([]string, error) {
+	var all []string
+	add := func(v any, where string) error {
+		switch t := v.(type) {
+		case nil:
+		case []any:
+			for _, k := range t {
+				s, ok := k.(string)
+				if !ok {
+					return invalid("%s must list string keys", where)
+				}
+				all = append(all, s)
+			}
+		case map[string]any:
+			for k := range t {
+				all = append(all, k)
+			}
+		default:
+			return invalid("%s must be a list of keys or an object", where)
+		}
+		return nil
+	}
+	if err := add(inner, "properties.$unset"); err != nil {
+		return nil, err
+	}
+	if len(top) > 0 {
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(top))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			return nil, invalid("$unset: %v", err)
+		}
+		if err := add(v, "$unset"); err != nil {
+			return nil, err
+		}
+	}
+	return dedupe(all), nil
+}
+
+func dedupe(keys []string) []string {
+	if len(keys) < 2 {
+		return keys
+	}
+	seen := make(map[string]bool, len(keys))
+	out := keys[:0]
+	for _, k := range keys {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}

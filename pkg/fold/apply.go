@@ -1,0 +1,294 @@
+package fold
+
+import (
+	"context"
+
+	"github.com/personhub/personhub/pkg/event"
+	"github.com/personhub/personhub/pkg/person"
+)
+
+// Event names with special meaning to the fold.
+const (
+	EventIdentify         = "$identify"
+	EventCreateAlias      = "$create_alias"
+	EventMergeDangerously = "$merge_dangerously"
+	EventDeleteProperty   = "$delete_person_property"
+)
+
+// WarningCannotMergeAlreadyIdentified is raised when an $identify or
+// $create_alias would merge away a person that is already identified.
+const WarningCannotMergeAlreadyIdentified = "cannot_merge_already_identified"
+
+// mergeSource returns the distinct id an event asks to merge into its own
+// distinct id, and whether the merge may override the identified guard.
+func mergeSource(ev event.Event) (string, bool) {
+	var key string
+	switch ev.Event {
+	case EventIdentify:
+		key = "$anon_distinct_id"
+	case EventCreateAlias, EventMergeDangerously:
+		key = "alias"
+	default:
+		return "", false
+	}
+	s, _ := ev.Properties[key].(string)
+	return s, ev.Event == EventMergeDangerously
+}
+
+// Apply folds one event and returns the person it is attributed to. Only an
+// error from the Loader is returned; every event is foldable.
+func (f *Folder) Apply(ctx context.Context, in Input) (Resolved, error) {
+	ev := in.Event
+	other, dangerous := mergeSource(ev)
+	if other != "" && other != ev.DistinctID && !person.IllegalDistinctID(other) && !person.IllegalDistinctID(ev.DistinctID) {
+		return f.merge(ctx, in, other, dangerous)
+	}
+	p, err := f.personOf(ctx, in.ProjectID, ev.DistinctID)
+	if err != nil {
+		return Resolved{}, err
+	}
+	if p == nil {
+		if p, err = f.create(ctx, in, ev.DistinctID); err != nil {
+			return Resolved{}, err
+		}
+	}
+	f.update(p, in, ev.Event == EventIdentify)
+	return resolved(p), nil
+}
+
+// merge handles $identify, $create_alias and $merge_dangerously: the
+// distinct id `other` is merged into the event's distinct id.
+func (f *Folder) merge(ctx context.Context, in Input, other string, dangerous bool) (Resolved, error) {
+	ev := in.Event
+	target, err := f.personOf(ctx, in.ProjectID, ev.DistinctID)
+	if err != nil {
+		return Resolved{}, err
+	}
+	source, err := f.personOf(ctx, in.ProjectID, other)
+	if err != nil {
+		return Resolved{}, err
+	}
+	identify := ev.Event == EventIdentify
+	switch {
+	case target == nil && source == nil:
+		p, err := f.create(ctx, in, ev.DistinctID)
+		if err != nil {
+			return Resolved{}, err
+		}
+		f.assign(in, other, p)
+		f.update(p, in, identify)
+		return resolved(p), nil
+	case target == nil:
+		f.assign(in, ev.DistinctID, source)
+		f.update(source, in, identify)
+		return resolved(source), nil
+	case source == nil:
+		f.assign(in, other, target)
+		f.update(target, in, identify)
+		return resolved(target), nil
+	case source == target:
+		f.update(target, in, identify)
+		return resolved(target), nil
+	}
+	if err := f.loadPersons(ctx, in.ProjectID, []uint64{source.row.ID}, true); err != nil {
+		return Resolved{}, err
+	}
+	switch {
+	case in.Seq > source.row.Version:
+		if source.row.IsIdentified && !dangerous {
+			f.warnings = append(f.warnings, Warning{
+				ProjectID: in.ProjectID, Seq: in.Seq, Type: WarningCannotMergeAlreadyIdentified,
+				Timestamp: ev.Timestamp,
+				Details: map[string]any{
+					"event_uuid": ev.UUID.String(), "event": ev.Event,
+					"source_distinct_id": other, "target_distinct_id": ev.DistinctID,
+					"source_person_uuid": source.row.UUID.String(),
+				},
+			})
+			f.update(target, in, identify)
+			return resolved(target), nil
+		}
+		source.row.IsDeleted = true
+		f.touch(source, in.Seq)
+	case source.row.IsDeleted && source.row.Version == in.Seq:
+		// Redelivered after a crash: the source was already merged
+		// away by this event; finish the merge below.
+	default:
+		// Redelivered after a crash, and the stored source shows that
+		// this merge was refused the first time (a merged source is
+		// deleted at the merging event's sequence and never changes
+		// again).
+		f.update(target, in, identify)
+		return resolved(target), nil
+	}
+	if in.Seq > target.row.Version {
+		merged := make(map[string]any, len(source.row.Properties)+len(target.row.Properties))
+		for k, v := range source.row.Properties {
+			merged[k] = v
+		}
+		for k, v := range target.row.Properties {
+			merged[k] = v
+		}
+		target.row.Properties = merged
+		if source.row.CreatedAt.Before(target.row.CreatedAt) {
+			target.row.CreatedAt = source.row.CreatedAt
+		}
+		target.row.IsIdentified = true
+		f.touch(target, in.Seq)
+	}
+	// Moving ids is idempotent: a redelivery after a crash between the
+	// person and the distinct id writes finishes the move.
+	for _, d := range append([]string(nil), source.dids...) {
+		f.assign(in, d, target)
+	}
+	f.update(target, in, identify)
+	return resolved(target), nil
+}
+
+// personOf returns the live person owning distinctID, or nil.
+func (f *Folder) personOf(ctx context.Context, project uint64, distinctID string) (*personState, error) {
+	k := didKey{project, distinctID}
+	d, ok := f.dids[k]
+	if !ok {
+		if err := f.loadDistinctIDs(ctx, project, []string{distinctID}); err != nil {
+			return nil, err
+		}
+		d = f.dids[k]
+	}
+	if d.row.IsDeleted {
+		return nil, nil
+	}
+	pk := personKey{project, d.row.PersonID}
+	p, ok := f.persons[pk]
+	if !ok {
+		if err := f.loadPersons(ctx, project, []uint64{d.row.PersonID}, false); err != nil {
+			return nil, err
+		}
+		if p, ok = f.persons[pk]; !ok {
+			// A distinct id row whose person row was never written
+			// cannot come from this fold; treat the id as new.
+			return nil, nil
+		}
+	}
+	if p.row.IsDeleted && d.row.Version > p.row.Version {
+		// The person was deleted before this id was pointed at it:
+		// not possible from this fold, treat the id as new.
+		return nil, nil
+	}
+	return p, nil
+}
+
+// create makes a new person for distinctID, with the event's sequence as
+// its integer id, so ids are unique and survive a replay.
+func (f *Folder) create(ctx context.Context, in Input, distinctID string) (*personState, error) {
+	k := personKey{in.ProjectID, in.Seq}
+	if _, ok := f.persons[k]; !ok && in.Redelivered {
+		if err := f.loadPersons(ctx, in.ProjectID, []uint64{in.Seq}, false); err != nil {
+			return nil, err
+		}
+	}
+	if p, ok := f.persons[k]; ok && p.row.Version >= in.Seq {
+		// Created by this very event before a crash: keep what is
+		// stored, it already reflects the event.
+		f.assign(in, distinctID, p)
+		return p, nil
+	}
+	p := &personState{
+		row: PersonRow{
+			ProjectID:  in.ProjectID,
+			ID:         in.Seq,
+			UUID:       person.UUIDFor(in.ProjectID, distinctID),
+			Properties: map[string]any{},
+			CreatedAt:  in.Event.Timestamp,
+		},
+		didsLoaded: true,
+	}
+	f.persons[k] = p
+	f.touch(p, in.Seq)
+	f.assign(in, distinctID, p)
+	return p, nil
+}
+
+// assign points distinctID at p.
+func (f *Folder) assign(in Input, distinctID string, p *personState) {
+	k := didKey{in.ProjectID, distinctID}
+	d := f.dids[k]
+	if d != nil && d.row.Version >= in.Seq {
+		p.dids = appendUnique(p.dids, distinctID)
+		return
+	}
+	if d != nil && !d.row.IsDeleted && d.row.PersonID == p.row.ID {
+		p.dids = appendUnique(p.dids, distinctID)
+		return
+	}
+	if d != nil && !d.row.IsDeleted {
+		if old, ok := f.persons[personKey{in.ProjectID, d.row.PersonID}]; ok {
+			old.dids = removeString(old.dids, distinctID)
+		}
+	}
+	next := &didState{row: DistinctIDRow{
+		ProjectID: in.ProjectID, DistinctID: distinctID, PersonID: p.row.ID, Version: in.Seq,
+	}, dirty: true}
+	switch {
+	case d == nil:
+	case d.dirty:
+		next.base = d.base
+	case d.row.Version > 0:
+		next.base = d.row.owner()
+	}
+	f.dids[k] = next
+	p.dids = appendUnique(p.dids, distinctID)
+}
+
+// update applies $set_once, $set and $unset (in that order) and, for
+// $identify, marks the person identified.
+func (f *Folder) update(p *personState, in Input, identify bool) {
+	if in.Seq <= p.row.Version && !p.dirtyAt(in.Seq) {
+		return
+	}
+	ev := in.Event
+	changed := false
+	props := p.row.Properties
+	if props == nil {
+		props = map[string]any{}
+		p.row.Properties = props
+	}
+	for k, v := range ev.SetOnce {
+		if _, ok := props[k]; !ok {
+			props[k] = v
+			changed = true
+		}
+	}
+	for k, v := range ev.Set {
+		if old, ok := props[k]; !ok || !propsEqual(old, v) {
+			props[k] = v
+			changed = true
+		}
+	}
+	for _, k := range ev.Unset {
+		if _, ok := props[k]; ok {
+			delete(props, k)
+			changed = true
+		}
+	}
+	if identify && !p.row.IsIdentified {
+		p.row.IsIdentified = true
+		changed = true
+	}
+	if changed {
+		f.touch(p, in.Seq)
+	}
+}
+
+// dirtyAt reports whether p was already changed by the event at seq in
+// this batch (a person created or merged by the event it is updated by).
+func (p *personState) dirtyAt(seq uint64) bool { return p.dirty && p.row.Version == seq }
+
+func (f *Folder) touch(p *personState, seq uint64) {
+	p.row.Version = seq
+	p.dirty = true
+}
+
+func resolved(p *personState) Resolved {
+	return Resolved{PersonID: p.row.ID, PersonUUID: p.row.UUID}
+}

@@ -1,0 +1,233 @@
+package fold
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"testing"
+)
+
+// The fold rules as a table: event sequences and the persons they leave.
+var ruleCases = []struct {
+	name   string
+	events []string
+	want   []string
+}{
+	{"first event creates a person",
+		[]string{`{"distinct_id":"a"}`},
+		[]string{`[a] {}`}},
+	{"set_once then set on creation, set wins",
+		[]string{`{"distinct_id":"a","$set_once":{"x":1,"y":1},"$set":{"x":2}}`},
+		[]string{`[a] {"x":2,"y":1}`}},
+	{"set inside properties, top level wins",
+		[]string{`{"distinct_id":"a","properties":{"$set":{"x":1,"z":3}},"$set":{"x":2}}`},
+		[]string{`[a] {"x":2,"z":3}`}},
+	{"set_once does not overwrite",
+		[]string{`{"distinct_id":"a","$set":{"x":1}}`, `{"distinct_id":"a","$set_once":{"x":2,"y":2}}`},
+		[]string{`[a] {"x":1,"y":2}`}},
+	{"unset list and object",
+		[]string{`{"distinct_id":"a","$set":{"x":1,"y":2,"z":3}}`, `{"distinct_id":"a","$unset":["x"]}`, `{"distinct_id":"a","properties":{"$unset":{"y":true}}}`},
+		[]string{`[a] {"z":3}`}},
+	{"delete_person_property is applied",
+		[]string{`{"distinct_id":"a","$set":{"x":1,"y":2}}`, `{"event":"$delete_person_property","distinct_id":"a","properties":{"$unset":["x"]}}`},
+		[]string{`[a] {"y":2}`}},
+	{"identify: anonymous person takes the identified id",
+		[]string{`{"distinct_id":"anon","$set":{"a":1}}`, `{"event":"$identify","distinct_id":"user","properties":{"$anon_distinct_id":"anon"},"$set":{"email":"u@x"}}`},
+		[]string{`[anon user] {"a":1,"email":"u@x"} identified`}},
+	{"identify: neither has a person, one created with both",
+		[]string{`{"event":"$identify","distinct_id":"user","properties":{"$anon_distinct_id":"anon"}}`},
+		[]string{`[anon user] {} identified`}},
+	{"identify: target exists, anon joins",
+		[]string{`{"distinct_id":"user","$set":{"t":1}}`, `{"event":"$identify","distinct_id":"user","properties":{"$anon_distinct_id":"anon"}}`},
+		[]string{`[anon user] {"t":1} identified`}},
+	{"identify merges two persons: target props win, source removed",
+		[]string{`{"distinct_id":"anon","$set":{"x":"anon","a":1}}`, `{"distinct_id":"user","$set":{"x":"user"}}`,
+			`{"event":"$identify","distinct_id":"user","properties":{"$anon_distinct_id":"anon"},"$set":{"s":1}}`},
+		[]string{`[anon user] {"a":1,"s":1,"x":"user"} identified`}},
+	{"already identified source is not merged by identify",
+		[]string{`{"event":"$identify","distinct_id":"u1","properties":{"$anon_distinct_id":"a1"}}`, `{"distinct_id":"u2"}`,
+			`{"event":"$identify","distinct_id":"u2","properties":{"$anon_distinct_id":"u1"}}`},
+		[]string{`[a1 u1] {} identified`, `[u2] {} identified`}},
+	{"merge_dangerously merges an identified source",
+		[]string{`{"event":"$identify","distinct_id":"u1","properties":{"$anon_distinct_id":"a1"},"$set":{"k":1}}`, `{"distinct_id":"u2"}`,
+			`{"event":"$merge_dangerously","distinct_id":"u2","properties":{"alias":"u1"}}`},
+		[]string{`[a1 u1 u2] {"k":1} identified`}},
+	{"create_alias merges, marks identified only through the merge",
+		[]string{`{"distinct_id":"x"}`, `{"event":"$create_alias","distinct_id":"y","properties":{"alias":"x"}}`},
+		[]string{`[x y] {}`}},
+	{"create_alias of two persons merges",
+		[]string{`{"distinct_id":"x","$set":{"p":1}}`, `{"distinct_id":"y"}`, `{"event":"$create_alias","distinct_id":"y","properties":{"alias":"x"}}`},
+		[]string{`[x y] {"p":1} identified`}},
+	{"illegal ids never merge",
+		[]string{`{"distinct_id":"a"}`, `{"event":"$identify","distinct_id":"a","properties":{"$anon_distinct_id":"null"}}`,
+			`{"event":"$identify","distinct_id":"a","properties":{"$anon_distinct_id":"\"undefined\""}}`,
+			`{"event":"$create_alias","distinct_id":"Anonymous","properties":{"alias":"a"}}`},
+		[]string{`[Anonymous] {}`, `[a] {} identified`}},
+	{"same ids: no merge",
+		[]string{`{"event":"$identify","distinct_id":"a","properties":{"$anon_distinct_id":"a"}}`},
+		[]string{`[a] {} identified`}},
+	{"chained merges carry every id",
+		[]string{`{"distinct_id":"a","$set":{"a":1}}`, `{"distinct_id":"b","$set":{"b":1}}`, `{"distinct_id":"c","$set":{"c":1}}`,
+			`{"event":"$merge_dangerously","distinct_id":"b","properties":{"alias":"a"}}`,
+			`{"event":"$merge_dangerously","distinct_id":"c","properties":{"alias":"b"}}`},
+		[]string{`[a b c] {"a":1,"b":1,"c":1} identified`}},
+}
+
+func TestRules(t *testing.T) {
+	for _, tc := range ruleCases {
+		t.Run(tc.name, func(t *testing.T) {
+			// Batch sizes 1 (every event flushed and reloaded) and 100
+			// (everything in memory) must agree.
+			for _, size := range []int{1, 2, 100} {
+				got := run(t, tc.events, size).snapshot(1)
+				if joinLines(got) != joinLines(tc.want) {
+					t.Errorf("batch size %d:\n got %q\nwant %q", size, got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func TestNoChangeWritesNoRow(t *testing.T) {
+	store := newMemStore()
+	f := New(store)
+	ctx := context.Background()
+	for seq, js := range []string{`{"distinct_id":"a","$set":{"x":1}}`, `{"distinct_id":"a","$set":{"x":1}}`, `{"distinct_id":"a","$set_once":{"x":2}}`, `{"distinct_id":"a"}`} {
+		in := Input{ProjectID: 1, Seq: uint64(seq + 1), Event: ev(t, seq+1, js)}
+		if _, err := f.Apply(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		b := f.Flush()
+		want := 0
+		if seq == 0 {
+			want = 1
+		}
+		if len(b.Persons) != want {
+			t.Fatalf("event %d wrote %d person rows, want %d", seq+1, len(b.Persons), want)
+		}
+	}
+}
+
+func TestWarningForAlreadyIdentified(t *testing.T) {
+	store := newMemStore()
+	f := New(store)
+	runInto(t, f, store, ruleCases[10].events, 1, 10, false)
+	// runInto flushed the warnings into the store's batch; fold again to
+	// see a warning come out of Flush.
+	f2 := New(store)
+	f2.Committed = 3
+	ctx := context.Background()
+	in := Input{ProjectID: 1, Seq: 5, Event: ev(t, 5, `{"event":"$identify","distinct_id":"u2","properties":{"$anon_distinct_id":"u1"}}`)}
+	if _, err := f2.Apply(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	b := f2.Flush()
+	if len(b.Warnings) != 1 || b.Warnings[0].Type != WarningCannotMergeAlreadyIdentified {
+		t.Fatalf("warnings = %+v", b.Warnings)
+	}
+}
+
+// randomEvents makes a deterministic mixed workload over few ids, so that
+// merges, chains and refused merges all happen.
+func randomEvents(seed int64, n, ids int) []string {
+	r := rand.New(rand.NewSource(seed))
+	id := func() string { return fmt.Sprintf("d%d", r.Intn(ids)) }
+	var out []string
+	for i := 0; i < n; i++ {
+		var js string
+		switch k := r.Intn(10); {
+		case k < 3:
+			js = fmt.Sprintf(`{"distinct_id":%q,"$set":{"k%d":%d}}`, id(), r.Intn(5), r.Intn(3))
+		case k < 4:
+			js = fmt.Sprintf(`{"distinct_id":%q,"$set_once":{"k%d":%d}}`, id(), r.Intn(5), r.Intn(3))
+		case k < 5:
+			js = fmt.Sprintf(`{"distinct_id":%q,"$unset":["k%d"]}`, id(), r.Intn(5))
+		case k < 6:
+			js = fmt.Sprintf(`{"event":"$identify","distinct_id":%q,"properties":{"$anon_distinct_id":%q}}`, id(), id())
+		case k < 7:
+			js = fmt.Sprintf(`{"event":"$create_alias","distinct_id":%q,"properties":{"alias":%q}}`, id(), id())
+		case k < 8:
+			js = fmt.Sprintf(`{"event":"$merge_dangerously","distinct_id":%q,"properties":{"alias":%q}}`, id(), id())
+		default:
+			js = fmt.Sprintf(`{"distinct_id":%q}`, id())
+		}
+		out = append(out, js)
+	}
+	return out
+}
+
+// TestBatchingDoesNotMatter: any batch size gives the same final state and
+// the same versions as folding one event at a time.
+func TestBatchingDoesNotMatter(t *testing.T) {
+	events := randomEvents(7, 600, 40)
+	ref := run(t, events, 1)
+	for _, size := range []int{3, 17, 1000} {
+		got := run(t, events, size)
+		if joinLines(got.snapshot(1)) != joinLines(ref.snapshot(1)) {
+			t.Fatalf("batch size %d differs:\n%s\nvs\n%s", size, joinLines(got.snapshot(1)), joinLines(ref.snapshot(1)))
+		}
+		for k, p := range ref.persons {
+			if g := got.persons[k]; g.Version != p.Version || g.IsDeleted != p.IsDeleted || g.UUID != p.UUID {
+				t.Fatalf("batch size %d: person %d version %d/%d deleted %v/%v", size, k.id, g.Version, p.Version, g.IsDeleted, p.IsDeleted)
+			}
+		}
+	}
+}
+
+// TestCrashBetweenWrites simulates a crash after part of a batch's rows
+// were written (rows are written persons first, then distinct ids): a fresh
+// Folder reading the store gets the batch again, possibly cut into
+// different batches, and must end in the same state as an uninterrupted run.
+func TestCrashBetweenWrites(t *testing.T) {
+	cuts := []struct {
+		name  string
+		write func(b Batch) Batch
+	}{
+		{"nothing", func(b Batch) Batch { return Batch{} }},
+		{"half the persons", func(b Batch) Batch { return Batch{Persons: b.Persons[:len(b.Persons)/2]} }},
+		{"persons", func(b Batch) Batch { return Batch{Persons: b.Persons} }},
+		{"persons and half the ids", func(b Batch) Batch {
+			return Batch{Persons: b.Persons, DistinctIDs: b.DistinctIDs[:len(b.DistinctIDs)/2]}
+		}},
+		{"everything", func(b Batch) Batch { return b }},
+	}
+	for seed := int64(1); seed <= 12; seed++ {
+		events := randomEvents(seed, 300, 25+int(seed))
+		ref := run(t, events, 40)
+		for _, cut := range cuts {
+			for _, resize := range []int{40, 13} {
+				store := newMemStore()
+				f := New(store)
+				runInto(t, f, store, events[:120], 1, 40, false)
+				ctx := context.Background()
+				var batch []Input
+				for i := 120; i < 160; i++ {
+					batch = append(batch, Input{ProjectID: 1, Seq: uint64(i + 1), Event: ev(t, i+1, events[i])})
+				}
+				if err := f.Prepare(ctx, batch); err != nil {
+					t.Fatal(err)
+				}
+				for _, in := range batch {
+					if _, err := f.Apply(ctx, in); err != nil {
+						t.Fatal(err)
+					}
+				}
+				store.write(cut.write(f.Flush()))
+				// Restart: a new Folder; events 121..160 come again
+				// (redelivered), the rest for the first time.
+				f = New(store)
+				f.Committed = 120
+				runInto(t, f, store, events[120:160], 121, resize, true)
+				runInto(t, f, store, events[160:], 161, resize, false)
+				if got, want := joinLines(store.snapshot(1)), joinLines(ref.snapshot(1)); got != want {
+					t.Fatalf("seed %d, cut %q, batches of %d: state differs:\n%s\nwant\n%s", seed, cut.name, resize, got, want)
+				}
+				for k, p := range ref.persons {
+					if g := store.persons[k]; g.Version != p.Version || g.IsDeleted != p.IsDeleted {
+						t.Fatalf("seed %d, cut %q: person %d version %d deleted %v, want %d %v", seed, cut.name, k.id, g.Version, g.IsDeleted, p.Version, p.IsDeleted)
+					}
+				}
+			}
+		}
+	}
+}

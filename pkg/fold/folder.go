@@ -1,0 +1,315 @@
+package fold
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"sort"
+
+	"github.com/google/uuid"
+
+	"github.com/personhub/personhub/pkg/event"
+)
+
+// Input is one event to fold, with the project it belongs to and its
+// stream sequence.
+type Input struct {
+	ProjectID uint64
+	Seq       uint64
+	Event     event.Event
+	// Redelivered is set when the message may have been folded before
+	// (JetStream delivered it more than once). Only then can the store
+	// hold rows written by this very event, which the fold must look for.
+	Redelivered bool
+}
+
+// Resolved is the person an event was attributed to (zero when none).
+type Resolved struct {
+	PersonID   uint64
+	PersonUUID uuid.UUID
+}
+
+// Folder holds person state and applies events to it. It is not safe for
+// concurrent use: the ingester owns one per consumer.
+type Folder struct {
+	loader  Loader
+	persons map[personKey]*personState
+	dids    map[didKey]*didState
+	// warnings raised since the last Flush.
+	warnings []Warning
+	// MaxCached bounds the number of clean persons kept after a Flush;
+	// zero means no bound.
+	MaxCached int
+	// Committed is the last stream sequence whose batch is known to be
+	// completely written. Distinct id rows above it are read as their
+	// Prev owner (see DistinctIDRow).
+	Committed uint64
+}
+
+// New returns an empty Folder reading misses through loader.
+func New(loader Loader) *Folder {
+	return &Folder{loader: loader, persons: map[personKey]*personState{}, dids: map[didKey]*didState{}}
+}
+
+// Reset drops all cached state, for example after a failed flush, so the
+// next events are folded from what the store holds.
+func (f *Folder) Reset() {
+	f.persons = map[personKey]*personState{}
+	f.dids = map[didKey]*didState{}
+	f.warnings = nil
+}
+
+// Cached reports how many persons and distinct ids are held in memory.
+func (f *Folder) Cached() (persons, distinctIDs int) { return len(f.persons), len(f.dids) }
+
+// Prepare loads, in a few queries, the state that a batch of inputs will
+// touch, so that Apply rarely has to read one row at a time.
+func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
+	byProject := map[uint64][]string{}
+	mergeIDs := map[uint64]map[string]bool{}
+	created := map[uint64][]uint64{}
+	for _, in := range inputs {
+		if in.Redelivered {
+			created[in.ProjectID] = append(created[in.ProjectID], in.Seq)
+		}
+		ids := []string{in.Event.DistinctID}
+		if other, _ := mergeSource(in.Event); other != "" {
+			ids = append(ids, other)
+			if mergeIDs[in.ProjectID] == nil {
+				mergeIDs[in.ProjectID] = map[string]bool{}
+			}
+			mergeIDs[in.ProjectID][other] = true
+			mergeIDs[in.ProjectID][in.Event.DistinctID] = true
+		}
+		for _, id := range ids {
+			if _, ok := f.dids[didKey{in.ProjectID, id}]; !ok {
+				byProject[in.ProjectID] = append(byProject[in.ProjectID], id)
+			}
+		}
+	}
+	for project, ids := range byProject {
+		if err := f.loadDistinctIDs(ctx, project, ids); err != nil {
+			return err
+		}
+	}
+	for project, ids := range mergeIDs {
+		var owners []uint64
+		for id := range ids {
+			if d, ok := f.dids[didKey{project, id}]; ok && !d.row.IsDeleted {
+				owners = append(owners, d.row.PersonID)
+			}
+		}
+		if err := f.loadPersons(ctx, project, owners, true); err != nil {
+			return err
+		}
+	}
+	for project, ids := range created {
+		if err := f.loadPersons(ctx, project, ids, false); err != nil {
+			return err
+		}
+	}
+	var owners = map[uint64][]uint64{}
+	for k, d := range f.dids {
+		if !d.row.IsDeleted {
+			if _, ok := f.persons[personKey{k.project, d.row.PersonID}]; !ok {
+				owners[k.project] = append(owners[k.project], d.row.PersonID)
+			}
+		}
+	}
+	for project, ids := range owners {
+		if err := f.loadPersons(ctx, project, ids, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// committedView returns the row as of the last committed batch.
+func (f *Folder) committedView(r DistinctIDRow) DistinctIDRow {
+	if r.Version <= f.Committed {
+		return r
+	}
+	prev := r.Prev
+	r.PersonID, r.Version, r.IsDeleted = prev.PersonID, prev.Version, prev.IsDeleted
+	if prev == (Owner{}) {
+		r.IsDeleted = true
+	}
+	r.Prev = Owner{}
+	return r
+}
+
+func (f *Folder) loadDistinctIDs(ctx context.Context, project uint64, ids []string) error {
+	ids = uniqueStrings(ids)
+	rows, err := f.loader.LoadDistinctIDs(ctx, project, ids)
+	if err != nil {
+		return fmt.Errorf("load distinct ids: %w", err)
+	}
+	for _, id := range ids {
+		k := didKey{project, id}
+		if _, ok := f.dids[k]; ok {
+			continue
+		}
+		r, ok := rows[id]
+		if !ok {
+			// Remember absence too, so the id is not looked up again.
+			r = DistinctIDRow{ProjectID: project, DistinctID: id, IsDeleted: true}
+		}
+		f.dids[k] = &didState{row: f.committedView(r)}
+	}
+	return nil
+}
+
+// loadPersons loads persons missing from memory and, when withDIDs, the
+// distinct ids of persons whose list is not known yet.
+func (f *Folder) loadPersons(ctx context.Context, project uint64, ids []uint64, withDIDs bool) error {
+	var missing, needDIDs []uint64
+	for _, id := range uniqueUints(ids) {
+		p, ok := f.persons[personKey{project, id}]
+		if !ok {
+			missing = append(missing, id)
+		}
+		if withDIDs && (!ok || !p.didsLoaded) {
+			needDIDs = append(needDIDs, id)
+		}
+	}
+	if len(missing) > 0 {
+		rows, err := f.loader.LoadPersons(ctx, project, missing)
+		if err != nil {
+			return fmt.Errorf("load persons: %w", err)
+		}
+		for id, r := range rows {
+			f.persons[personKey{project, id}] = &personState{row: r}
+		}
+	}
+	if len(needDIDs) > 0 {
+		rows, err := f.loader.LoadPersonDistinctIDs(ctx, project, needDIDs)
+		if err != nil {
+			return fmt.Errorf("load distinct ids of persons: %w", err)
+		}
+		lists := map[uint64][]string{}
+		for _, r := range rows {
+			if r = f.committedView(r); !r.IsDeleted {
+				lists[r.PersonID] = append(lists[r.PersonID], r.DistinctID)
+			}
+		}
+		for _, id := range needDIDs {
+			p, ok := f.persons[personKey{project, id}]
+			if !ok || p.didsLoaded {
+				continue
+			}
+			// Ids moved in memory since the store was read win over
+			// the stored list.
+			for _, d := range lists[id] {
+				if s := f.dids[didKey{project, d}]; s != nil && (s.row.IsDeleted || s.row.PersonID != id) {
+					continue
+				}
+				p.dids = appendUnique(p.dids, d)
+			}
+			p.didsLoaded = true
+		}
+	}
+	return nil
+}
+
+// Flush hands out every row changed since the last Flush and marks the
+// state clean. The caller must write the rows before acknowledging the
+// events that produced them.
+func (f *Folder) Flush() Batch {
+	var b Batch
+	for _, p := range f.persons {
+		if p.dirty {
+			row := p.row
+			row.Properties = maps.Clone(p.row.Properties)
+			b.Persons = append(b.Persons, row)
+			p.dirty = false
+		}
+	}
+	for _, d := range f.dids {
+		if d.dirty {
+			row := d.row
+			row.Prev = d.base
+			b.DistinctIDs = append(b.DistinctIDs, row)
+			d.dirty = false
+		}
+	}
+	sort.Slice(b.Persons, func(i, j int) bool {
+		a, c := b.Persons[i], b.Persons[j]
+		return a.ProjectID < c.ProjectID || a.ProjectID == c.ProjectID && a.ID < c.ID
+	})
+	sort.Slice(b.DistinctIDs, func(i, j int) bool {
+		a, c := b.DistinctIDs[i], b.DistinctIDs[j]
+		return a.ProjectID < c.ProjectID || a.ProjectID == c.ProjectID && a.DistinctID < c.DistinctID
+	})
+	b.Warnings, f.warnings = f.warnings, nil
+	f.evict()
+	return b
+}
+
+// evict keeps memory bounded by dropping clean entries beyond MaxCached.
+// Go's map order is random, so this is random eviction.
+func (f *Folder) evict() {
+	if f.MaxCached <= 0 || len(f.persons) <= f.MaxCached {
+		return
+	}
+	for k, p := range f.persons {
+		if len(f.persons) <= f.MaxCached/2 {
+			break
+		}
+		if !p.dirty {
+			delete(f.persons, k)
+		}
+	}
+	for k, d := range f.dids {
+		if len(f.dids) <= f.MaxCached/2 {
+			break
+		}
+		if !d.dirty {
+			delete(f.dids, k)
+		}
+	}
+}
+
+func propsEqual(a, b any) bool { return reflect.DeepEqual(a, b) }
+
+func appendUnique(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+func removeString(list []string, s string) []string {
+	for i, x := range list {
+		if x == s {
+			return append(list[:i:i], list[i+1:]...)
+		}
+	}
+	return list
+}
+
+func uniqueStrings(in []string) []string {
+	seen := make(map[string]bool, len(in))
+	out := make([]string, 0, len(in))
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func uniqueUints(in []uint64) []uint64 {
+	seen := make(map[uint64]bool, len(in))
+	out := make([]uint64, 0, len(in))
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}

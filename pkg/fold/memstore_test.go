@@ -1,0 +1,175 @@
+package fold
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/personhub/personhub/pkg/event"
+)
+
+// memStore keeps the newest version of every row, the way a
+// ReplacingMergeTree read with FINAL does. It is the fold's storage in
+// unit tests; the ingester's integration tests use ClickHouse.
+type memStore struct {
+	persons map[personKey]PersonRow
+	dids    map[didKey]DistinctIDRow
+	loads   int
+}
+
+func newMemStore() *memStore {
+	return &memStore{persons: map[personKey]PersonRow{}, dids: map[didKey]DistinctIDRow{}}
+}
+
+func (m *memStore) write(b Batch) {
+	for _, p := range b.Persons {
+		k := personKey{p.ProjectID, p.ID}
+		if old, ok := m.persons[k]; !ok || p.Version >= old.Version {
+			m.persons[k] = p
+		}
+	}
+	for _, d := range b.DistinctIDs {
+		k := didKey{d.ProjectID, d.DistinctID}
+		if old, ok := m.dids[k]; !ok || d.Version >= old.Version {
+			m.dids[k] = d
+		}
+	}
+}
+
+func (m *memStore) LoadDistinctIDs(_ context.Context, project uint64, ids []string) (map[string]DistinctIDRow, error) {
+	m.loads++
+	out := map[string]DistinctIDRow{}
+	for _, id := range ids {
+		if r, ok := m.dids[didKey{project, id}]; ok {
+			out[id] = r
+		}
+	}
+	return out, nil
+}
+
+func (m *memStore) LoadPersons(_ context.Context, project uint64, ids []uint64) (map[uint64]PersonRow, error) {
+	m.loads++
+	out := map[uint64]PersonRow{}
+	for _, id := range ids {
+		if r, ok := m.persons[personKey{project, id}]; ok {
+			r.Properties = copyProps(r.Properties)
+			out[id] = r
+		}
+	}
+	return out, nil
+}
+
+func (m *memStore) LoadPersonDistinctIDs(_ context.Context, project uint64, ids []uint64) ([]DistinctIDRow, error) {
+	m.loads++
+	want := map[uint64]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	var out []DistinctIDRow
+	for k, d := range m.dids {
+		if k.project == project && (want[d.PersonID] || want[d.Prev.PersonID]) {
+			out = append(out, d)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].DistinctID < out[j].DistinctID })
+	return out, nil
+}
+
+func copyProps(p map[string]any) map[string]any {
+	out := make(map[string]any, len(p))
+	for k, v := range p {
+		out[k] = v
+	}
+	return out
+}
+
+// snapshot renders the live persons of a project as sorted lines, e.g.
+// "[a b] {"x":1} identified", so whole states compare as strings.
+func (m *memStore) snapshot(project uint64) []string {
+	owned := map[uint64][]string{}
+	for k, d := range m.dids {
+		if k.project == project && !d.IsDeleted {
+			owned[d.PersonID] = append(owned[d.PersonID], d.DistinctID)
+		}
+	}
+	var lines []string
+	for k, p := range m.persons {
+		if k.project != project || p.IsDeleted {
+			continue
+		}
+		ids := owned[p.ID]
+		sort.Strings(ids)
+		props, _ := json.Marshal(p.Properties)
+		line := fmt.Sprintf("%v %s", ids, props)
+		if p.IsIdentified {
+			line += " identified"
+		}
+		lines = append(lines, line)
+	}
+	sort.Strings(lines)
+	return lines
+}
+
+// ev builds an event from a compact JSON envelope with defaults filled in.
+func ev(t testing.TB, seq int, js string) event.Event {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(js), &m); err != nil {
+		t.Fatalf("bad test event %s: %v", js, err)
+	}
+	if _, ok := m["uuid"]; !ok {
+		m["uuid"] = uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprint(seq))).String()
+	}
+	if _, ok := m["event"]; !ok {
+		m["event"] = "$pageview"
+	}
+	if _, ok := m["timestamp"]; !ok {
+		m["timestamp"] = time.Date(2026, 1, 1, 0, 0, seq, 0, time.UTC).Format(time.RFC3339)
+	}
+	raw, _ := json.Marshal(m)
+	e, err := event.Parse(raw)
+	if err != nil {
+		t.Fatalf("parse %s: %v", raw, err)
+	}
+	return e
+}
+
+// run folds events (one JSON envelope each, sequence = position + 1) in
+// batches of batchSize into a fresh store and returns it.
+func run(t testing.TB, events []string, batchSize int) *memStore {
+	t.Helper()
+	store := newMemStore()
+	f := New(store)
+	runInto(t, f, store, events, 1, batchSize, false)
+	return store
+}
+
+func runInto(t testing.TB, f *Folder, store *memStore, events []string, firstSeq, batchSize int, redelivered bool) {
+	t.Helper()
+	ctx := context.Background()
+	var batch []Input
+	for i, js := range events {
+		seq := firstSeq + i
+		batch = append(batch, Input{ProjectID: 1, Seq: uint64(seq), Event: ev(t, seq, js), Redelivered: redelivered})
+		if len(batch) == batchSize || i == len(events)-1 {
+			if err := f.Prepare(ctx, batch); err != nil {
+				t.Fatal(err)
+			}
+			for _, in := range batch {
+				if _, err := f.Apply(ctx, in); err != nil {
+					t.Fatal(err)
+				}
+			}
+			store.write(f.Flush())
+			batch = batch[:0]
+		}
+	}
+}
+
+func joinLines(l []string) string { return strings.Join(l, "\n") }

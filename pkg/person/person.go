@@ -1,0 +1,100 @@
+// Package person holds the person model shared by the ingester and the API:
+// the deterministic uuid rule, the display name rule, the illegal distinct
+// id list and the order in which distinct ids are shown.
+package person
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Namespace is the uuid5 namespace for person uuids: a person created from
+// distinct id D in project T has uuid5(Namespace, "T:D"), so a replay of the
+// log gives every person the same uuid.
+var Namespace = uuid.MustParse("932979b4-65c3-4424-8467-0b66ec27bc22")
+
+// UUIDFor returns the uuid of the person first created from distinctID.
+func UUIDFor(projectID uint64, distinctID string) uuid.UUID {
+	return uuid.NewSHA1(Namespace, []byte(fmt.Sprintf("%d:%s", projectID, distinctID)))
+}
+
+// Person is the API's view of a person.
+type Person struct {
+	ID           uint64         `json:"id"`
+	UUID         uuid.UUID      `json:"uuid"`
+	Name         string         `json:"name"`
+	DistinctIDs  []string       `json:"distinct_ids"`
+	Properties   map[string]any `json:"properties"`
+	CreatedAt    time.Time      `json:"created_at"`
+	IsIdentified bool           `json:"is_identified"`
+}
+
+// displayKeys are the properties that name a person, in priority order.
+var displayKeys = []string{"email", "Email", "$email", "name", "Name", "username", "Username", "UserName"}
+
+// DisplayName is the first non-empty display property; else the first
+// distinct id that does not look anonymous; else the id.
+func DisplayName(props map[string]any, distinctIDs []string, id uint64) string {
+	for _, k := range displayKeys {
+		switch v := props[k].(type) {
+		case string:
+			if strings.TrimSpace(v) != "" {
+				return v
+			}
+		case nil:
+		default:
+			if s := fmt.Sprint(v); s != "" {
+				return s
+			}
+		}
+	}
+	for _, d := range distinctIDs {
+		if !LooksAnonymous(d) {
+			return d
+		}
+	}
+	return fmt.Sprint(id)
+}
+
+var anonymousRE = regexp.MustCompile(`^[a-z0-9]+-[a-z0-9]+-[a-z0-9]+-[a-z0-9]+-[a-z0-9]+$`)
+
+// LooksAnonymous reports whether a distinct id looks generated (five
+// dash-separated lowercase alphanumeric groups, as SDK anonymous ids do).
+func LooksAnonymous(distinctID string) bool { return anonymousRE.MatchString(distinctID) }
+
+// SortDistinctIDs orders ids for display: ids that do not look anonymous
+// first; within each group the given order (oldest first) is kept.
+func SortDistinctIDs(ids []string) {
+	sort.SliceStable(ids, func(i, j int) bool {
+		return !LooksAnonymous(ids[i]) && LooksAnonymous(ids[j])
+	})
+}
+
+var illegalFolded = map[string]bool{
+	"anonymous": true, "guest": true, "distinctid": true, "distinct_id": true, "id": true,
+	"not_authenticated": true, "email": true, "undefined": true, "true": true, "false": true,
+}
+
+var illegalExact = map[string]bool{
+	"[object Object]": true, "NaN": true, "None": true, "none": true, "null": true, "0": true,
+}
+
+// IllegalDistinctID reports whether id must never take part in a merge.
+// Quoted variants ("null" with the quotes, or single quotes) count too.
+func IllegalDistinctID(id string) bool {
+	s := strings.TrimSpace(id)
+	if s == "" {
+		return true
+	}
+	for _, q := range []string{`"`, `'`} {
+		if len(s) >= 2 && strings.HasPrefix(s, q) && strings.HasSuffix(s, q) {
+			s = strings.TrimSpace(s[1 : len(s)-1])
+		}
+	}
+	return s == "" || illegalExact[s] || illegalFolded[strings.ToLower(s)]
+}
