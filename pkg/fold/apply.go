@@ -2,6 +2,7 @@ package fold
 
 import (
 	"context"
+	"slices"
 
 	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/person"
@@ -90,9 +91,6 @@ func (f *Folder) merge(ctx context.Context, in Input, other string, dangerous bo
 		f.update(target, in, identify)
 		return resolved(target), nil
 	}
-	if err := f.loadPersons(ctx, in.ProjectID, []uint64{source.row.ID}, true); err != nil {
-		return Resolved{}, err
-	}
 	switch {
 	case in.Seq > source.row.Version:
 		if source.row.IsIdentified && !dangerous {
@@ -138,7 +136,7 @@ func (f *Folder) merge(ctx context.Context, in Input, other string, dangerous bo
 	}
 	// Moving ids is idempotent: a redelivery after a crash between the
 	// person and the distinct id writes finishes the move.
-	for _, d := range append([]string(nil), source.dids...) {
+	for _, d := range source.row.DistinctIDs {
 		f.assign(in, d, target)
 	}
 	f.update(target, in, identify)
@@ -161,7 +159,7 @@ func (f *Folder) personOf(ctx context.Context, project uint64, distinctID string
 	pk := personKey{project, d.row.PersonID}
 	p, ok := f.persons[pk]
 	if !ok {
-		if err := f.loadPersons(ctx, project, []uint64{d.row.PersonID}, false); err != nil {
+		if err := f.loadPersons(ctx, project, []uint64{d.row.PersonID}); err != nil {
 			return nil, err
 		}
 		if p, ok = f.persons[pk]; !ok {
@@ -183,7 +181,7 @@ func (f *Folder) personOf(ctx context.Context, project uint64, distinctID string
 func (f *Folder) create(ctx context.Context, in Input, distinctID string) (*personState, error) {
 	k := personKey{in.ProjectID, in.Seq}
 	if _, ok := f.persons[k]; !ok && in.Redelivered {
-		if err := f.loadPersons(ctx, in.ProjectID, []uint64{in.Seq}, false); err != nil {
+		if err := f.loadPersons(ctx, in.ProjectID, []uint64{in.Seq}); err != nil {
 			return nil, err
 		}
 	}
@@ -201,7 +199,6 @@ func (f *Folder) create(ctx context.Context, in Input, distinctID string) (*pers
 			Properties: map[string]any{},
 			CreatedAt:  in.Event.Timestamp,
 		},
-		didsLoaded: true,
 	}
 	f.persons[k] = p
 	f.touch(p, in.Seq)
@@ -209,21 +206,20 @@ func (f *Folder) create(ctx context.Context, in Input, distinctID string) (*pers
 	return p, nil
 }
 
-// assign points distinctID at p.
+// assign points distinctID at p. The person rows whose lists change are
+// written too, unless the guard says they already reflect this event.
 func (f *Folder) assign(in Input, distinctID string, p *personState) {
 	k := didKey{in.ProjectID, distinctID}
 	d := f.dids[k]
-	if d != nil && d.row.Version >= in.Seq {
-		p.dids = appendUnique(p.dids, distinctID)
-		return
-	}
-	if d != nil && !d.row.IsDeleted && d.row.PersonID == p.row.ID {
-		p.dids = appendUnique(p.dids, distinctID)
+	f.own(in, p, distinctID)
+	if d != nil && (d.row.Version >= in.Seq || !d.row.IsDeleted && d.row.PersonID == p.row.ID) {
 		return
 	}
 	if d != nil && !d.row.IsDeleted {
-		if old, ok := f.persons[personKey{in.ProjectID, d.row.PersonID}]; ok {
-			old.dids = removeString(old.dids, distinctID)
+		// A person deleted by a merge keeps its list as a record.
+		if old, ok := f.persons[personKey{in.ProjectID, d.row.PersonID}]; ok && !old.row.IsDeleted && in.Seq > old.row.Version {
+			old.row.DistinctIDs = removeString(old.row.DistinctIDs, distinctID)
+			f.touch(old, in.Seq)
 		}
 	}
 	next := &didState{row: DistinctIDRow{
@@ -237,7 +233,15 @@ func (f *Folder) assign(in Input, distinctID string, p *personState) {
 		next.base = d.row.owner()
 	}
 	f.dids[k] = next
-	p.dids = appendUnique(p.dids, distinctID)
+}
+
+// own adds distinctID to p's list.
+func (f *Folder) own(in Input, p *personState, distinctID string) {
+	if slices.Contains(p.row.DistinctIDs, distinctID) || (in.Seq <= p.row.Version && !p.dirtyAt(in.Seq)) {
+		return
+	}
+	p.row.DistinctIDs = append(p.row.DistinctIDs, distinctID)
+	f.touch(p, in.Seq)
 }
 
 // update applies $set_once, $set and $unset (in that order) and, for

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"sort"
 
 	"github.com/google/uuid"
@@ -66,50 +67,27 @@ func (f *Folder) Cached() (persons, distinctIDs int) { return len(f.persons), le
 // Prepare loads, in a few queries, the state that a batch of inputs will
 // touch, so that Apply rarely has to read one row at a time.
 func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
-	byProject := map[uint64][]string{}
-	mergeIDs := map[uint64]map[string]bool{}
+	ids := map[uint64][]string{}
 	created := map[uint64][]uint64{}
 	for _, in := range inputs {
 		if in.Redelivered {
 			created[in.ProjectID] = append(created[in.ProjectID], in.Seq)
 		}
-		ids := []string{in.Event.DistinctID}
+		if _, ok := f.dids[didKey{in.ProjectID, in.Event.DistinctID}]; !ok {
+			ids[in.ProjectID] = append(ids[in.ProjectID], in.Event.DistinctID)
+		}
 		if other, _ := mergeSource(in.Event); other != "" {
-			ids = append(ids, other)
-			if mergeIDs[in.ProjectID] == nil {
-				mergeIDs[in.ProjectID] = map[string]bool{}
-			}
-			mergeIDs[in.ProjectID][other] = true
-			mergeIDs[in.ProjectID][in.Event.DistinctID] = true
-		}
-		for _, id := range ids {
-			if _, ok := f.dids[didKey{in.ProjectID, id}]; !ok {
-				byProject[in.ProjectID] = append(byProject[in.ProjectID], id)
+			if _, ok := f.dids[didKey{in.ProjectID, other}]; !ok {
+				ids[in.ProjectID] = append(ids[in.ProjectID], other)
 			}
 		}
 	}
-	for project, ids := range byProject {
-		if err := f.loadDistinctIDs(ctx, project, ids); err != nil {
+	for project, list := range ids {
+		if err := f.loadDistinctIDs(ctx, project, list); err != nil {
 			return err
 		}
 	}
-	for project, ids := range mergeIDs {
-		var owners []uint64
-		for id := range ids {
-			if d, ok := f.dids[didKey{project, id}]; ok && !d.row.IsDeleted {
-				owners = append(owners, d.row.PersonID)
-			}
-		}
-		if err := f.loadPersons(ctx, project, owners, true); err != nil {
-			return err
-		}
-	}
-	for project, ids := range created {
-		if err := f.loadPersons(ctx, project, ids, false); err != nil {
-			return err
-		}
-	}
-	var owners = map[uint64][]uint64{}
+	owners := created
 	for k, d := range f.dids {
 		if !d.row.IsDeleted {
 			if _, ok := f.persons[personKey{k.project, d.row.PersonID}]; !ok {
@@ -117,8 +95,8 @@ func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
 			}
 		}
 	}
-	for project, ids := range owners {
-		if err := f.loadPersons(ctx, project, ids, false); err != nil {
+	for project, list := range owners {
+		if err := f.loadPersons(ctx, project, list); err != nil {
 			return err
 		}
 	}
@@ -160,54 +138,23 @@ func (f *Folder) loadDistinctIDs(ctx context.Context, project uint64, ids []stri
 	return nil
 }
 
-// loadPersons loads persons missing from memory and, when withDIDs, the
-// distinct ids of persons whose list is not known yet.
-func (f *Folder) loadPersons(ctx context.Context, project uint64, ids []uint64, withDIDs bool) error {
-	var missing, needDIDs []uint64
+// loadPersons loads the persons missing from memory.
+func (f *Folder) loadPersons(ctx context.Context, project uint64, ids []uint64) error {
+	var missing []uint64
 	for _, id := range uniqueUints(ids) {
-		p, ok := f.persons[personKey{project, id}]
-		if !ok {
+		if _, ok := f.persons[personKey{project, id}]; !ok {
 			missing = append(missing, id)
 		}
-		if withDIDs && (!ok || !p.didsLoaded) {
-			needDIDs = append(needDIDs, id)
-		}
 	}
-	if len(missing) > 0 {
-		rows, err := f.loader.LoadPersons(ctx, project, missing)
-		if err != nil {
-			return fmt.Errorf("load persons: %w", err)
-		}
-		for id, r := range rows {
-			f.persons[personKey{project, id}] = &personState{row: r}
-		}
+	if len(missing) == 0 {
+		return nil
 	}
-	if len(needDIDs) > 0 {
-		rows, err := f.loader.LoadPersonDistinctIDs(ctx, project, needDIDs)
-		if err != nil {
-			return fmt.Errorf("load distinct ids of persons: %w", err)
-		}
-		lists := map[uint64][]string{}
-		for _, r := range rows {
-			if r = f.committedView(r); !r.IsDeleted {
-				lists[r.PersonID] = append(lists[r.PersonID], r.DistinctID)
-			}
-		}
-		for _, id := range needDIDs {
-			p, ok := f.persons[personKey{project, id}]
-			if !ok || p.didsLoaded {
-				continue
-			}
-			// Ids moved in memory since the store was read win over
-			// the stored list.
-			for _, d := range lists[id] {
-				if s := f.dids[didKey{project, d}]; s != nil && (s.row.IsDeleted || s.row.PersonID != id) {
-					continue
-				}
-				p.dids = appendUnique(p.dids, d)
-			}
-			p.didsLoaded = true
-		}
+	rows, err := f.loader.LoadPersons(ctx, project, missing)
+	if err != nil {
+		return fmt.Errorf("load persons: %w", err)
+	}
+	for id, r := range rows {
+		f.persons[personKey{project, id}] = &personState{row: r}
 	}
 	return nil
 }
@@ -221,6 +168,7 @@ func (f *Folder) Flush() Batch {
 		if p.dirty {
 			row := p.row
 			row.Properties = maps.Clone(p.row.Properties)
+			row.DistinctIDs = slices.Clone(p.row.DistinctIDs)
 			b.Persons = append(b.Persons, row)
 			p.dirty = false
 		}

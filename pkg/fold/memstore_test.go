@@ -59,25 +59,10 @@ func (m *memStore) LoadPersons(_ context.Context, project uint64, ids []uint64) 
 	for _, id := range ids {
 		if r, ok := m.persons[personKey{project, id}]; ok {
 			r.Properties = copyProps(r.Properties)
+			r.DistinctIDs = append([]string(nil), r.DistinctIDs...)
 			out[id] = r
 		}
 	}
-	return out, nil
-}
-
-func (m *memStore) LoadPersonDistinctIDs(_ context.Context, project uint64, ids []uint64) ([]DistinctIDRow, error) {
-	m.loads++
-	want := map[uint64]bool{}
-	for _, id := range ids {
-		want[id] = true
-	}
-	var out []DistinctIDRow
-	for k, d := range m.dids {
-		if k.project == project && (want[d.PersonID] || want[d.Prev.PersonID]) {
-			out = append(out, d)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].DistinctID < out[j].DistinctID })
 	return out, nil
 }
 
@@ -105,6 +90,9 @@ func (m *memStore) snapshot(project uint64) []string {
 		}
 		ids := owned[p.ID]
 		sort.Strings(ids)
+		if listed := sortedCopy(p.DistinctIDs); fmt.Sprint(listed) != fmt.Sprint(ids) {
+			lines = append(lines, fmt.Sprintf("MISMATCH person %d lists %v, distinct id rows say %v", p.ID, listed, ids))
+		}
 		props, _ := json.Marshal(p.Properties)
 		line := fmt.Sprintf("%v %s", ids, props)
 		if p.IsIdentified {
@@ -173,3 +161,9 @@ func runInto(t testing.TB, f *Folder, store *memStore, events []string, firstSeq
 }
 
 func joinLines(l []string) string { return strings.Join(l, "\n") }
+
+func sortedCopy(l []string) []string {
+	out := append([]string(nil), l...)
+	sort.Strings(out)
+	return out
+}

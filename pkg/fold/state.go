@@ -31,6 +31,9 @@ type PersonRow struct {
 	IsIdentified bool
 	IsDeleted    bool
 	Version      uint64
+	// DistinctIDs are the ids the person owns, oldest first. A person
+	// deleted by a merge keeps the list it had when it was merged away.
+	DistinctIDs []string
 }
 
 // DistinctIDRow is one version of a distinct id's owner, as stored.
@@ -66,10 +69,6 @@ func (r DistinctIDRow) owner() Owner {
 type Loader interface {
 	LoadDistinctIDs(ctx context.Context, projectID uint64, ids []string) (map[string]DistinctIDRow, error)
 	LoadPersons(ctx context.Context, projectID uint64, ids []uint64) (map[uint64]PersonRow, error)
-	// LoadPersonDistinctIDs returns the newest row of every distinct id
-	// whose newest row points at one of the persons, now (PersonID) or
-	// before its batch (Prev.PersonID).
-	LoadPersonDistinctIDs(ctx context.Context, projectID uint64, personIDs []uint64) ([]DistinctIDRow, error)
 }
 
 type personKey struct {
@@ -84,12 +83,8 @@ type didKey struct {
 
 // personState is a person held in memory.
 type personState struct {
-	row PersonRow
-	// dids lists the distinct ids owned, oldest first; valid when
-	// didsLoaded (always for persons created in memory).
-	dids       []string
-	didsLoaded bool
-	dirty      bool
+	row   PersonRow
+	dirty bool
 }
 
 type didState struct {
