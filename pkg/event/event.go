@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -233,7 +234,9 @@ func mergedUnset(top json.RawMessage, inner any) ([]string, error) {
 			return nil, err
 		}
 	}
-	return dedupe(all), nil
+	all = dedupe(all)
+	sort.Strings(all)
+	return all, nil
 }
 
 func dedupe(keys []string) []string {

@@ -1,0 +1,240 @@
+package chstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/personhub/personhub/pkg/fold"
+	"github.com/personhub/personhub/pkg/propfilter"
+)
+
+// chunk bounds the ids in one IN list, keeping queries far below
+// ClickHouse's max_query_size.
+const chunk = 2000
+
+// LoadDistinctIDs implements fold.Loader.
+func (s *Store) LoadDistinctIDs(ctx context.Context, projectID uint64, ids []string) (map[string]fold.DistinctIDRow, error) {
+	out := make(map[string]fold.DistinctIDRow, len(ids))
+	for start := 0; start < len(ids); start += chunk {
+		part := ids[start:min(start+chunk, len(ids))]
+		rows, err := s.conn.Query(ctx, `SELECT distinct_id, person_id, is_deleted, version, prev_person_id, prev_is_deleted, prev_version
+			FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id IN (?)`, projectID, part)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			r := fold.DistinctIDRow{ProjectID: projectID}
+			var del, prevDel uint8
+			if err := rows.Scan(&r.DistinctID, &r.PersonID, &del, &r.Version, &r.Prev.PersonID, &prevDel, &r.Prev.Version); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			r.IsDeleted, r.Prev.IsDeleted = del == 1, prevDel == 1
+			out[r.DistinctID] = r
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// LoadPersons implements fold.Loader.
+func (s *Store) LoadPersons(ctx context.Context, projectID uint64, ids []uint64) (map[uint64]fold.PersonRow, error) {
+	out := make(map[uint64]fold.PersonRow, len(ids))
+	for start := 0; start < len(ids); start += chunk {
+		part := ids[start:min(start+chunk, len(ids))]
+		rows, err := s.conn.Query(ctx, `SELECT id, uuid, properties, distinct_ids, created_at, is_identified, is_deleted, version
+			FROM persons FINAL WHERE project_id = ? AND id IN (?)`, projectID, part)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			r := fold.PersonRow{ProjectID: projectID}
+			var props string
+			var ident, del uint8
+			if err := rows.Scan(&r.ID, &r.UUID, &props, &r.DistinctIDs, &r.CreatedAt, &ident, &del, &r.Version); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if r.Properties, err = decodeProps(props); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("person %d: %w", r.ID, err)
+			}
+			r.IsIdentified, r.IsDeleted = ident == 1, del == 1
+			out[r.ID] = r
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// EventRow is one row of the events table.
+type EventRow struct {
+	ProjectID  uint64
+	UUID       uuid.UUID
+	Event      string
+	DistinctID string
+	PersonID   uint64
+	PersonUUID uuid.UUID
+	Timestamp  time.Time
+	Properties string
+	Seq        uint64
+}
+
+// BatchMarker is the commit record of one ingester batch.
+type BatchMarker struct {
+	Consumer              string
+	FirstSeq, LastSeq     uint64
+	Events, Persons, DIDs int
+}
+
+// WriteBatch writes one folded batch in the order that makes a crash at
+// any point recoverable: events, persons, distinct ids, warnings, and last
+// the marker that commits the batch.
+func (s *Store) WriteBatch(ctx context.Context, events []EventRow, b fold.Batch, m BatchMarker) error {
+	if err := s.writeEvents(ctx, events); err != nil {
+		return fmt.Errorf("write events: %w", err)
+	}
+	if err := s.writePersons(ctx, b.Persons); err != nil {
+		return fmt.Errorf("write persons: %w", err)
+	}
+	if err := s.writeDistinctIDs(ctx, b.DistinctIDs); err != nil {
+		return fmt.Errorf("write distinct ids: %w", err)
+	}
+	if err := s.writeWarnings(ctx, b.Warnings); err != nil {
+		return fmt.Errorf("write warnings: %w", err)
+	}
+	err := s.conn.Exec(ctx, `INSERT INTO ingest_batches (consumer, first_seq, last_seq, events, persons, distinct_ids, flushed_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, m.Consumer, m.FirstSeq, m.LastSeq, uint32(m.Events), uint32(len(b.Persons)), uint32(len(b.DistinctIDs)), time.Now().UTC())
+	if err != nil {
+		return fmt.Errorf("write batch marker: %w", err)
+	}
+	return nil
+}
+
+// LastCommitted returns the last sequence a consumer committed (0: none).
+func (s *Store) LastCommitted(ctx context.Context, consumer string) (uint64, error) {
+	var seq uint64
+	err := s.conn.QueryRow(ctx, "SELECT max(last_seq) FROM ingest_batches WHERE consumer = ?", consumer).Scan(&seq)
+	return seq, err
+}
+
+func (s *Store) writeEvents(ctx context.Context, events []EventRow) error {
+	if len(events) == 0 {
+		return nil
+	}
+	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO events (project_id, uuid, event, distinct_id, person_id, person_uuid, timestamp, timestamp_ms, properties, seq)`)
+	if err != nil {
+		return err
+	}
+	for _, e := range events {
+		if err := batch.Append(e.ProjectID, e.UUID, e.Event, e.DistinctID, e.PersonID, e.PersonUUID,
+			e.Timestamp, uint16(e.Timestamp.Nanosecond()/1e6), e.Properties, e.Seq); err != nil {
+			batch.Abort()
+			return err
+		}
+	}
+	return batch.Send()
+}
+
+func (s *Store) writePersons(ctx context.Context, persons []fold.PersonRow) error {
+	if len(persons) == 0 {
+		return nil
+	}
+	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO persons (project_id, id, uuid, properties, property_keys, property_values, distinct_ids, created_at, is_identified, is_deleted, version)`)
+	if err != nil {
+		return err
+	}
+	for _, p := range persons {
+		props, keys, values, err := encodeProps(p.Properties)
+		if err != nil {
+			batch.Abort()
+			return fmt.Errorf("person %d: %w", p.ID, err)
+		}
+		ids := p.DistinctIDs
+		if ids == nil {
+			ids = []string{}
+		}
+		if err := batch.Append(p.ProjectID, p.ID, p.UUID, props, keys, values, ids,
+			p.CreatedAt, boolByte(p.IsIdentified), boolByte(p.IsDeleted), p.Version); err != nil {
+			batch.Abort()
+			return err
+		}
+	}
+	return batch.Send()
+}
+
+func (s *Store) writeDistinctIDs(ctx context.Context, rows []fold.DistinctIDRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO person_distinct_ids (project_id, distinct_id, person_id, is_deleted, version, prev_person_id, prev_is_deleted, prev_version)`)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if err := batch.Append(r.ProjectID, r.DistinctID, r.PersonID, boolByte(r.IsDeleted), r.Version,
+			r.Prev.PersonID, boolByte(r.Prev.IsDeleted), r.Prev.Version); err != nil {
+			batch.Abort()
+			return err
+		}
+	}
+	return batch.Send()
+}
+
+func (s *Store) writeWarnings(ctx context.Context, warnings []fold.Warning) error {
+	if len(warnings) == 0 {
+		return nil
+	}
+	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO ingestion_warnings (project_id, seq, type, details, timestamp)`)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		details, err := json.Marshal(w.Details)
+		if err != nil {
+			batch.Abort()
+			return err
+		}
+		if err := batch.Append(w.ProjectID, w.Seq, w.Type, string(details), w.Timestamp); err != nil {
+			batch.Abort()
+			return err
+		}
+	}
+	return batch.Send()
+}
+
+// encodeProps renders properties as stored: the JSON object plus the
+// parallel key and value-text arrays that filters read.
+func encodeProps(props map[string]any) (string, []string, []string, error) {
+	raw, err := json.Marshal(props)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sortStrings(keys)
+	values := make([]string, len(keys))
+	for i, k := range keys {
+		values[i] = propfilter.ValueText(props[k])
+	}
+	return string(raw), keys, values, nil
+}
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}

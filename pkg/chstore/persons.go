@@ -1,0 +1,186 @@
+package chstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/google/uuid"
+
+	"github.com/personhub/personhub/pkg/propfilter"
+)
+
+// ErrNotFound is returned for a person that does not exist or is deleted.
+var ErrNotFound = errors.New("not found")
+
+// PersonRecord is a live person as read by the API.
+type PersonRecord struct {
+	ID           uint64
+	UUID         uuid.UUID
+	Properties   map[string]any
+	DistinctIDs  []string
+	CreatedAt    time.Time
+	IsIdentified bool
+}
+
+// ListQuery selects persons of one project. Empty fields do not filter.
+type ListQuery struct {
+	ProjectID  uint64
+	DistinctID string
+	Email      string
+	Search     string
+	Properties propfilter.Clause
+	Limit      int // 0: no limit
+	Offset     int
+}
+
+// readSettings keep filters after FINAL: moving a WHERE on a non-key
+// column to PREWHERE would test old versions of a row (ClickHouse 18.16).
+func readCtx(ctx context.Context) context.Context {
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_move_to_prewhere": 0}))
+}
+
+const personColumns = "id, uuid, properties, distinct_ids, created_at, is_identified"
+
+// where builds the filter of a list query.
+func (q ListQuery) where() (string, []any) {
+	conds := []string{"project_id = ?", "is_deleted = 0"}
+	args := []any{q.ProjectID}
+	if q.DistinctID != "" {
+		conds = append(conds, "id IN (SELECT person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id = ? AND is_deleted = 0)")
+		args = append(args, q.ProjectID, q.DistinctID)
+	}
+	if q.Email != "" {
+		conds = append(conds, "property_values[indexOf(property_keys, 'email')] = ?")
+		args = append(args, q.Email)
+	}
+	if q.Search != "" {
+		or := []string{
+			"positionCaseInsensitiveUTF8(property_values[indexOf(property_keys, 'email')], ?) > 0",
+			"id IN (SELECT person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id = ? AND is_deleted = 0)",
+		}
+		args = append(args, q.Search, q.ProjectID, q.Search)
+		if u, err := uuid.Parse(q.Search); err == nil {
+			or = append(or, "uuid = ?")
+			args = append(args, u)
+		}
+		conds = append(conds, "("+strings.Join(or, " OR ")+")")
+	}
+	if q.Properties.SQL != "" {
+		conds = append(conds, q.Properties.SQL)
+		args = append(args, q.Properties.Args...)
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// ListPersons returns one page, newest first (created_at, then id), and
+// the number of matching persons.
+func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
+	ctx = readCtx(ctx)
+	where, args := q.where()
+	var total uint64
+	if err := s.conn.QueryRow(ctx, "SELECT count() FROM persons FINAL WHERE "+where, args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count persons: %w", err)
+	}
+	sql := "SELECT " + personColumns + " FROM persons FINAL WHERE " + where + " ORDER BY created_at DESC, id DESC"
+	if q.Limit > 0 {
+		sql += " LIMIT ? OFFSET ?"
+		args = append(args, q.Limit, q.Offset)
+	} else if q.Offset > 0 {
+		// ClickHouse 18.16 has no OFFSET without LIMIT.
+		sql += " LIMIT ?, 18446744073709551615"
+		args = append(args, q.Offset)
+	}
+	list, err := s.queryPersons(ctx, sql, args...)
+	return list, total, err
+}
+
+// EachPerson streams every person matching q (no paging), for exports.
+func (s *Store) EachPerson(ctx context.Context, q ListQuery, fn func(PersonRecord) error) error {
+	ctx = readCtx(ctx)
+	where, args := q.where()
+	sql := "SELECT " + personColumns + " FROM persons FINAL WHERE " + where + " ORDER BY created_at DESC, id DESC"
+	if q.Limit > 0 {
+		sql += " LIMIT ? OFFSET ?"
+		args = append(args, q.Limit, q.Offset)
+	}
+	rows, err := s.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		p, err := scanPerson(rows)
+		if err != nil {
+			return err
+		}
+		if err := fn(p); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// GetPerson returns a live person by integer id.
+func (s *Store) GetPerson(ctx context.Context, projectID, id uint64) (PersonRecord, error) {
+	return s.getPerson(ctx, "id = ?", projectID, id)
+}
+
+// GetPersonByUUID returns a live person by uuid.
+func (s *Store) GetPersonByUUID(ctx context.Context, projectID uint64, id uuid.UUID) (PersonRecord, error) {
+	return s.getPerson(ctx, "uuid = ?", projectID, id)
+}
+
+func (s *Store) getPerson(ctx context.Context, cond string, projectID uint64, key any) (PersonRecord, error) {
+	// The key condition is on the primary key (id) or a column that
+	// never changes between versions (uuid), so it may filter before
+	// FINAL; is_deleted must be tested after it.
+	list, err := s.queryPersons(readCtx(ctx),
+		"SELECT "+personColumns+" FROM persons FINAL WHERE project_id = ? AND "+cond+" AND is_deleted = 0 ORDER BY id DESC LIMIT 1",
+		projectID, key)
+	if err != nil {
+		return PersonRecord{}, err
+	}
+	if len(list) == 0 {
+		return PersonRecord{}, ErrNotFound
+	}
+	return list[0], nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanPerson(rows scanner) (PersonRecord, error) {
+	var p PersonRecord
+	var props string
+	var ident uint8
+	if err := rows.Scan(&p.ID, &p.UUID, &props, &p.DistinctIDs, &p.CreatedAt, &ident); err != nil {
+		return p, err
+	}
+	var err error
+	if p.Properties, err = decodeProps(props); err != nil {
+		return p, fmt.Errorf("person %d: %w", p.ID, err)
+	}
+	p.IsIdentified = ident == 1
+	p.CreatedAt = p.CreatedAt.UTC()
+	return p, nil
+}
+
+func (s *Store) queryPersons(ctx context.Context, sql string, args ...any) ([]PersonRecord, error) {
+	rows, err := s.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []PersonRecord
+	for rows.Next() {
+		p, err := scanPerson(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,362 @@
+// Package ingest is the ingester: a durable JetStream consumer that folds
+// events into persons in batches and writes them to ClickHouse.
+//
+// The contract with the stream: a batch's messages are acknowledged (one
+// AckAll on the last message) only after ClickHouse accepted every row of
+// the batch and its commit marker. A message that can never be folded is
+// published to the dead-letter stream first and then acknowledged with its
+// batch, so it never blocks the stream.
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/event"
+	"github.com/personhub/personhub/pkg/fold"
+	"github.com/personhub/personhub/pkg/stream"
+)
+
+// Config tunes the ingester.
+type Config struct {
+	// Consumer is the durable consumer name; also the key of the commit
+	// markers in ClickHouse.
+	Consumer string
+	// BatchSize is the most messages folded and written at once.
+	BatchSize int
+	// BatchWait is the longest a message waits for its batch to fill.
+	BatchWait time.Duration
+	// MaxCachedPersons bounds the persons held in memory between batches.
+	MaxCachedPersons int
+	// AckWait is how long JetStream waits for an ack before redelivering.
+	AckWait time.Duration
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch {
+	case c.Consumer == "":
+		return errors.New("consumer name is empty")
+	case c.BatchSize < 1 || c.BatchSize > 1_000_000:
+		return fmt.Errorf("batch size %d out of range 1..1000000", c.BatchSize)
+	case c.BatchWait <= 0:
+		return errors.New("batch wait must be positive")
+	case c.AckWait < 5*time.Second:
+		return errors.New("ack wait must be at least 5s")
+	}
+	return nil
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{Consumer: "ingester", BatchSize: 20000, BatchWait: 200 * time.Millisecond, MaxCachedPersons: 500_000, AckWait: 2 * time.Minute}
+}
+
+// Store is what the ingester needs from ClickHouse.
+type Store interface {
+	fold.Loader
+	WriteBatch(ctx context.Context, events []chstore.EventRow, b fold.Batch, m chstore.BatchMarker) error
+	LastCommitted(ctx context.Context, consumer string) (uint64, error)
+}
+
+// Ingester consumes the events stream.
+type Ingester struct {
+	cfg     Config
+	js      jetstream.JetStream
+	store   Store
+	log     *slog.Logger
+	metrics *metrics
+	folder  *fold.Folder
+}
+
+// New returns an ingester; Run starts it.
+func New(cfg Config, js jetstream.JetStream, store Store, logger *slog.Logger, reg prometheus.Registerer) (*Ingester, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	f := fold.New(store)
+	f.MaxCached = cfg.MaxCachedPersons
+	return &Ingester{cfg: cfg, js: js, store: store, log: logger, metrics: newMetrics(reg), folder: f}, nil
+}
+
+// pending is one message of the batch being built.
+type pending struct {
+	msg  jetstream.Msg
+	seq  uint64
+	in   fold.Input
+	skip bool   // already committed: acknowledge only
+	dead string // reason, when the message goes to the dead-letter stream
+}
+
+// Run consumes until ctx is cancelled. On cancellation it stops pulling,
+// flushes the batch in hand, acknowledges it and returns nil.
+func (i *Ingester) Run(ctx context.Context) error {
+	if err := stream.Ensure(ctx, i.js, stream.Config{}); err != nil {
+		return err
+	}
+	cons, err := i.js.CreateOrUpdateConsumer(ctx, stream.Events, jetstream.ConsumerConfig{
+		Durable:       i.cfg.Consumer,
+		Description:   "folds events into persons in ClickHouse",
+		AckPolicy:     jetstream.AckAllPolicy,
+		AckWait:       i.cfg.AckWait,
+		MaxAckPending: 4 * i.cfg.BatchSize,
+		FilterSubject: stream.EventsPrefix + ">",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", i.cfg.Consumer, err)
+	}
+	if err := i.recover(ctx); err != nil {
+		return err
+	}
+	iter, err := cons.Messages(jetstream.PullMaxMessages(2 * i.cfg.BatchSize))
+	if err != nil {
+		return err
+	}
+	// Stopping the iterator first means no new message arrives while the
+	// last batch is flushed; the flush must finish before Run returns.
+	defer iter.Stop()
+	i.log.Info("ingester consuming", "consumer", i.cfg.Consumer, "committed_seq", i.folder.Committed)
+	for {
+		batch, err := i.collect(ctx, iter)
+		if len(batch) > 0 {
+			// Flush even when ctx is done: use a fresh context so a
+			// shutdown finishes the batch instead of abandoning it.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+			ferr := i.process(fctx, batch)
+			cancel()
+			if ferr != nil {
+				i.metrics.failures.Inc()
+				i.log.Error("batch failed; it will be delivered again", "err", ferr, "first_seq", batch[0].seq, "messages", len(batch))
+				i.retry(ctx, batch)
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				i.log.Info("ingester stopped", "committed_seq", i.folder.Committed)
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// recover reads the last committed sequence; rows above it belong to a
+// batch that was being written when the process stopped.
+func (i *Ingester) recover(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		seq, err := i.store.LastCommitted(ctx, i.cfg.Consumer)
+		if err == nil {
+			i.folder.Reset()
+			i.folder.Committed = seq
+			return nil
+		}
+		i.log.Warn("cannot read commit markers", "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff(attempt)):
+		}
+	}
+}
+
+// retry gives a failed batch back to JetStream and starts over from what
+// ClickHouse holds.
+func (i *Ingester) retry(ctx context.Context, batch []*pending) {
+	for _, p := range batch {
+		_ = p.msg.NakWithDelay(time.Second)
+	}
+	_ = i.recover(ctx)
+}
+
+func backoff(attempt int) time.Duration {
+	d := 100 * time.Millisecond << min(attempt, 8)
+	return min(d, 10*time.Second)
+}
+
+// collect gathers up to BatchSize messages, waiting at most BatchWait after
+// the first one.
+func (i *Ingester) collect(ctx context.Context, iter jetstream.MessagesContext) ([]*pending, error) {
+	var batch []*pending
+	var deadline time.Time
+	for len(batch) < i.cfg.BatchSize {
+		var opts []jetstream.NextOpt
+		if len(batch) == 0 {
+			opts = append(opts, jetstream.NextContext(ctx))
+		} else {
+			wait := time.Until(deadline)
+			if wait <= 0 || ctx.Err() != nil {
+				break
+			}
+			opts = append(opts, jetstream.NextMaxWait(wait))
+		}
+		msg, err := iter.Next(opts...)
+		if err != nil {
+			if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
+				break
+			}
+			return batch, err
+		}
+		if len(batch) == 0 {
+			deadline = time.Now().Add(i.cfg.BatchWait)
+		}
+		batch = append(batch, i.decode(msg))
+	}
+	return batch, nil
+}
+
+// decode parses one message into a fold input or a dead letter.
+func (i *Ingester) decode(msg jetstream.Msg) *pending {
+	p := &pending{msg: msg}
+	meta, err := msg.Metadata()
+	if err != nil {
+		p.dead = "no JetStream metadata: " + err.Error()
+		return p
+	}
+	p.seq = meta.Sequence.Stream
+	i.metrics.lag.Set(float64(meta.NumPending))
+	if p.seq <= i.folder.Committed {
+		p.skip = true
+		return p
+	}
+	project, err := stream.ProjectOf(msg.Subject())
+	if err != nil {
+		p.dead = err.Error()
+		return p
+	}
+	ev, err := event.Parse(msg.Data())
+	if err != nil {
+		p.dead = err.Error()
+		return p
+	}
+	p.in = fold.Input{ProjectID: project, Seq: p.seq, Event: ev, Redelivered: meta.NumDelivered > 1}
+	return p
+}
+
+// process folds a batch, writes it, and acknowledges it.
+func (i *Ingester) process(ctx context.Context, batch []*pending) error {
+	start := time.Now()
+	var inputs []fold.Input
+	for _, p := range batch {
+		if !p.skip && p.dead == "" {
+			inputs = append(inputs, p.in)
+		}
+	}
+	if err := i.folder.Prepare(ctx, inputs); err != nil {
+		return err
+	}
+	events := make([]chstore.EventRow, 0, len(inputs))
+	for _, p := range batch {
+		if p.skip || p.dead != "" {
+			continue
+		}
+		res, err := i.folder.Apply(ctx, p.in)
+		if err != nil {
+			return err
+		}
+		events = append(events, eventRow(p.in, res))
+	}
+	folded := i.folder.Flush()
+	i.metrics.foldSeconds.Observe(time.Since(start).Seconds())
+	if err := i.deadLetter(ctx, batch); err != nil {
+		return err
+	}
+	last := batch[len(batch)-1].seq
+	if len(inputs) > 0 {
+		wstart := time.Now()
+		marker := chstore.BatchMarker{Consumer: i.cfg.Consumer, FirstSeq: inputs[0].Seq, LastSeq: last, Events: len(events)}
+		if err := i.store.WriteBatch(ctx, events, folded, marker); err != nil {
+			return err
+		}
+		i.folder.Committed = last
+		i.metrics.flushSeconds.Observe(time.Since(wstart).Seconds())
+		i.metrics.personRows.Add(float64(len(folded.Persons)))
+		i.metrics.distinctIDRows.Add(float64(len(folded.DistinctIDs)))
+		i.metrics.warnings.Add(float64(len(folded.Warnings)))
+	}
+	// AckAll: acknowledging the last message acknowledges the batch.
+	if err := batch[len(batch)-1].msg.Ack(); err != nil {
+		// The rows are committed; a redelivery will be skipped.
+		i.log.Warn("ack failed", "err", err, "seq", last)
+	}
+	i.metrics.events.Add(float64(len(events)))
+	i.metrics.batches.Inc()
+	i.metrics.batchSize.Observe(float64(len(batch)))
+	i.metrics.committed.Set(float64(i.folder.Committed))
+	return nil
+}
+
+// deadLetter publishes the batch's unfoldable messages, waiting for each
+// acknowledgement, before the batch is acknowledged.
+func (i *Ingester) deadLetter(ctx context.Context, batch []*pending) error {
+	for _, p := range batch {
+		if p.dead == "" {
+			continue
+		}
+		msg := nats.NewMsg(stream.DeadLetterPrefix + p.msg.Subject())
+		if _, err := stream.ProjectOf(p.msg.Subject()); err != nil {
+			msg.Subject = stream.DeadLetterPrefix + stream.EventsPrefix + "invalid"
+		}
+		msg.Data = p.msg.Data()
+		msg.Header.Set(stream.HeaderReason, p.dead)
+		msg.Header.Set(stream.HeaderSubject, p.msg.Subject())
+		msg.Header.Set(stream.HeaderSeq, strconv.FormatUint(p.seq, 10))
+		// Dedupe a dead letter written twice across a redelivery.
+		msg.Header.Set(jetstream.MsgIDHeader, "dlq-"+strconv.FormatUint(p.seq, 10))
+		if _, err := i.js.PublishMsg(ctx, msg); err != nil {
+			return fmt.Errorf("dead-letter seq %d: %w", p.seq, err)
+		}
+		i.metrics.deadLettered.Inc()
+		i.log.Warn("event dead-lettered", "seq", p.seq, "subject", p.msg.Subject(), "reason", p.dead)
+	}
+	return nil
+}
+
+// eventRow is the events table row of a folded event.
+func eventRow(in fold.Input, res fold.Resolved) chstore.EventRow {
+	ev := in.Event
+	return chstore.EventRow{
+		ProjectID: in.ProjectID, UUID: ev.UUID, Event: ev.Event, DistinctID: ev.DistinctID,
+		PersonID: res.PersonID, PersonUUID: res.PersonUUID, Timestamp: ev.Timestamp,
+		Properties: storedProperties(ev), Seq: in.Seq,
+	}
+}
+
+// storedProperties is the event's properties as received, with top-level
+// $set, $set_once and $unset moved inside, where analysts look for them.
+func storedProperties(ev event.Event) string {
+	if len(ev.Set) == 0 && len(ev.SetOnce) == 0 && len(ev.Unset) == 0 {
+		if len(ev.PropertiesRaw) == 0 || string(ev.PropertiesRaw) == "null" {
+			return "{}"
+		}
+		return string(ev.PropertiesRaw)
+	}
+	props := make(map[string]any, len(ev.Properties)+3)
+	for k, v := range ev.Properties {
+		props[k] = v
+	}
+	if len(ev.Set) > 0 {
+		props["$set"] = ev.Set
+	}
+	if len(ev.SetOnce) > 0 {
+		props["$set_once"] = ev.SetOnce
+	}
+	if len(ev.Unset) > 0 {
+		props["$unset"] = ev.Unset
+	}
+	raw, err := json.Marshal(props)
+	if err != nil {
+		return string(ev.PropertiesRaw)
+	}
+	return string(raw)
+}

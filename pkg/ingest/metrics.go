@@ -1,0 +1,41 @@
+package ingest
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	events, batches, personRows, distinctIDRows, warnings, deadLettered, failures prometheus.Counter
+	batchSize, foldSeconds, flushSeconds                                          prometheus.Histogram
+	lag, committed                                                                prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ingester", Name: name, Help: help})
+		reg.MustRegister(c)
+		return c
+	}
+	hist := func(name, help string, buckets []float64) prometheus.Histogram {
+		h := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "ingester", Name: name, Help: help, Buckets: buckets})
+		reg.MustRegister(h)
+		return h
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ingester", Name: name, Help: help})
+		reg.MustRegister(g)
+		return g
+	}
+	return &metrics{
+		events:         counter("events_total", "Events folded and written to ClickHouse."),
+		batches:        counter("batches_total", "Batches committed."),
+		personRows:     counter("person_rows_total", "Person rows written."),
+		distinctIDRows: counter("distinct_id_rows_total", "Distinct id rows written."),
+		warnings:       counter("warnings_total", "Ingestion warnings recorded."),
+		deadLettered:   counter("dead_lettered_total", "Messages sent to the dead-letter stream."),
+		failures:       counter("batch_failures_total", "Batches that failed and were handed back for redelivery."),
+		batchSize:      hist("batch_messages", "Messages per batch.", prometheus.ExponentialBuckets(1, 4, 10)),
+		foldSeconds:    hist("fold_seconds", "Time to fold a batch in memory (with its reads).", prometheus.ExponentialBuckets(0.0005, 2, 16)),
+		flushSeconds:   hist("flush_seconds", "Time to write a batch to ClickHouse.", prometheus.ExponentialBuckets(0.001, 2, 16)),
+		lag:            gauge("consumer_pending_messages", "Messages in the stream not yet delivered to the ingester."),
+		committed:      gauge("committed_sequence", "Last stream sequence committed to ClickHouse."),
+	}
+}

@@ -1,0 +1,289 @@
+package propfilter
+
+import (
+	"encoding/json"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	// valueSQL yields the stored text of a property ('' when absent).
+	valueSQL = "property_values[indexOf(property_keys, ?)]"
+	// hasSQL is true when the person has the property.
+	hasSQL = "has(property_keys, ?)"
+	// dateSQL parses the stored text as a UTC datetime (NULL if not a date).
+	dateSQL = "parseDateTimeBestEffortOrNull(" + valueSQL + ", 'UTC')"
+	// numSQL parses the stored text as a number (NULL if not numeric).
+	numSQL = "toFloat64OrNull(" + valueSQL + ")"
+)
+
+var operators = map[string]bool{
+	"exact": true, "is_not": true,
+	"icontains": true, "not_icontains": true,
+	"regex": true, "not_regex": true,
+	"gt": true, "gte": true, "lt": true, "lte": true,
+	"is_set": true, "is_not_set": true,
+	"is_date_exact": true, "is_date_after": true, "is_date_before": true,
+}
+
+var comparisons = map[string]string{"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+// leaf compiles one person-property filter and records its key.
+func (p *parser) leaf(key, op string, value any) (frag, error) {
+	if !operators[op] {
+		return frag{}, errorf("unknown operator %q", op)
+	}
+	if list, ok := value.([]any); ok {
+		switch op {
+		case "exact", "is_not", "is_set", "is_not_set":
+		default:
+			return frag{}, errorf("operator %q does not accept a list value", op)
+		}
+		if len(list) > MaxListValues {
+			return frag{}, errorf("too many values in list (at most %d)", MaxListValues)
+		}
+	}
+	var f frag
+	var err error
+	switch op {
+	case "exact":
+		f, err = exact(key, value)
+	case "is_not":
+		f, err = exact(key, value)
+		f = not(f)
+	case "icontains", "not_icontains":
+		text := ValueText(value)
+		f = frag{"(positionCaseInsensitiveUTF8(" + valueSQL + ", ?) > 0)", []any{key, text}}
+		f = presentIf(text == "", key, f)
+		if op == "not_icontains" {
+			f = not(f)
+		}
+	case "regex", "not_regex":
+		f, err = regex(key, ValueText(value))
+		if op == "not_regex" {
+			f = not(f)
+		}
+	case "gt", "gte", "lt", "lte":
+		f, err = compare(key, op, value)
+	case "is_set":
+		f = present(key)
+	case "is_not_set":
+		f = not(present(key))
+	default: // is_date_*
+		f, err = date(key, op, value)
+	}
+	if err != nil {
+		return frag{}, err
+	}
+	p.keys[key] = struct{}{}
+	return f, nil
+}
+
+// nullFalse maps a Nullable(UInt8) predicate to UInt8 with NULL as false, so
+// that NOT/AND/OR behave the same on ClickHouse 18.16 (NULL-propagating
+// logical functions) and 24.x.
+func nullFalse(pred string) string { return "ifNull(" + pred + ", 0)" }
+
+func present(key string) frag { return frag{hasSQL, []any{key}} }
+
+func not(f frag) frag { return frag{"(NOT " + f.sql + ")", f.args} }
+
+// presentIf prefixes f with the presence test when cond holds, i.e. when f
+// alone would also be true for the empty string an absent key yields.
+func presentIf(cond bool, key string, f frag) frag {
+	if !cond {
+		return f
+	}
+	return combine("AND", []frag{present(key), f})
+}
+
+func textEq(key, text string) frag {
+	return presentIf(text == "", key, frag{"(" + valueSQL + " = ?)", []any{key, text}})
+}
+
+func numCmp(key, sym string, n float64) frag {
+	return frag{nullFalse(numSQL + " " + sym + " ?"), []any{key, n}}
+}
+
+// exact compiles the exact operator for a scalar, object or list value.
+func exact(key string, value any) (frag, error) {
+	list, ok := value.([]any)
+	if !ok {
+		return exactOne(key, value)
+	}
+	switch len(list) {
+	case 0:
+		return frag{"(1 = 0)", nil}, nil
+	case 1:
+		return exactOne(key, list[0])
+	}
+	allText := true
+	for _, el := range list {
+		if s, ok := el.(string); !ok || s == "" {
+			allText = false
+			break
+		}
+	}
+	if allText {
+		args := make([]any, 0, len(list)+1)
+		args = append(args, key)
+		for _, el := range list {
+			args = append(args, el)
+		}
+		marks := strings.TrimSuffix(strings.Repeat("?, ", len(list)), ", ")
+		return frag{"(" + valueSQL + " IN (" + marks + "))", args}, nil
+	}
+	parts := make([]frag, 0, len(list))
+	for _, el := range list {
+		f, err := exactOne(key, el)
+		if err != nil {
+			return frag{}, err
+		}
+		parts = append(parts, f)
+	}
+	return combine("OR", parts), nil
+}
+
+func exactOne(key string, value any) (frag, error) {
+	switch v := value.(type) {
+	case nil:
+		return combine("OR", []frag{not(present(key)), textEq(key, "null")}), nil
+	case json.Number:
+		n, err := number(v)
+		if err != nil {
+			return frag{}, err
+		}
+		return numCmp(key, "=", n), nil
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return frag{}, errorf("number %v is out of range", v)
+		}
+		return numCmp(key, "=", v), nil
+	default: // string, bool, object, nested array
+		return textEq(key, ValueText(v)), nil
+	}
+}
+
+func number(n json.Number) (float64, error) {
+	f, err := strconv.ParseFloat(n.String(), 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, errorf("number %s is out of range", n.String())
+	}
+	return f, nil
+}
+
+// numericText matches decimal number strings (optional sign, fraction and
+// exponent), i.e. no "inf", "nan", hex or underscores.
+var numericText = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+
+// numericString reports whether s is a finite decimal number.
+func numericString(s string) (float64, bool) {
+	if !numericText.MatchString(s) {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) {
+		return 0, false
+	}
+	return f, true
+}
+
+func regex(key, pattern string) (frag, error) {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return frag{}, errorf("invalid regex %q: %v", pattern, err)
+	}
+	f := frag{"match(" + valueSQL + ", ?)", []any{key, pattern}}
+	return presentIf(re.MatchString(""), key, f), nil
+}
+
+func compare(key, op string, value any) (frag, error) {
+	sym := comparisons[op]
+	switch v := value.(type) {
+	case json.Number:
+		n, err := number(v)
+		if err != nil {
+			return frag{}, err
+		}
+		return numCmp(key, sym, n), nil
+	case string:
+		if n, ok := numericString(v); ok {
+			return numCmp(key, sym, n), nil
+		}
+		// Would '' (absent key) satisfy the string comparison?
+		var empty bool
+		switch op {
+		case "gte":
+			empty = v == ""
+		case "lt":
+			empty = v != ""
+		case "lte":
+			empty = true
+		}
+		f := frag{"(" + valueSQL + " " + sym + " ?)", []any{key, v}}
+		return presentIf(empty, key, f), nil
+	default:
+		return frag{}, errorf("operator %q needs a number or string value, not %s", op, kind(value))
+	}
+}
+
+// Supported DateTime range (ClickHouse DateTime is an unsigned 32-bit
+// timestamp; stay within it on both 18.16 and 24.x).
+var (
+	minDate = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxDate = time.Date(2105, 12, 31, 23, 59, 59, 0, time.UTC)
+)
+
+var dateLayouts = []string{
+	"2006-01-02",
+	time.RFC3339, // fractional seconds are accepted when parsing
+	"2006-01-02T15:04:05",
+	"2006-01-02 15:04:05",
+	"2006-01-02 15:04:05Z07:00",
+	"2006-01-02T15:04",
+	"2006-01-02 15:04",
+}
+
+// parseDate parses a date or datetime; values without an offset are UTC.
+func parseDate(s string) (time.Time, bool) {
+	s = strings.TrimSpace(s)
+	for _, layout := range dateLayouts {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), true
+		}
+	}
+	return time.Time{}, false
+}
+
+func date(key, op string, value any) (frag, error) {
+	s, ok := value.(string)
+	if !ok {
+		return frag{}, errorf("operator %q needs a date string value, not %s", op, kind(value))
+	}
+	t, ok := parseDate(s)
+	if !ok {
+		return frag{}, errorf("invalid date %q", s)
+	}
+	switch op {
+	case "is_date_after": // stored > t  <=>  stored > floor(t), at 1s precision
+		t = t.Truncate(time.Second)
+	case "is_date_before": // stored < t  <=>  stored < ceil(t)
+		if t2 := t.Truncate(time.Second); !t2.Equal(t) {
+			t = t2.Add(time.Second)
+		}
+	}
+	if t.Before(minDate) || t.After(maxDate) {
+		return frag{}, errorf("date %q is out of range (1970-01-01 to 2105-12-31)", s)
+	}
+	switch op {
+	case "is_date_exact":
+		return frag{nullFalse("toDate(" + dateSQL + ") = toDate(?)"), []any{key, t.Format("2006-01-02")}}, nil
+	case "is_date_after":
+		return frag{nullFalse(dateSQL + " > toDateTime(?, 'UTC')"), []any{key, t.Format(time.DateTime)}}, nil
+	default:
+		return frag{nullFalse(dateSQL + " < toDateTime(?, 'UTC')"), []any{key, t.Format(time.DateTime)}}, nil
+	}
+}

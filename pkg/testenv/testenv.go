@@ -1,0 +1,160 @@
+// Package testenv starts the real dependencies for integration tests: one
+// ClickHouse server per test binary (a fresh database per test) and an
+// in-process JetStream server per test. Nothing is mocked; when ClickHouse
+// cannot be found the test fails and says how to get it.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personhub/personhub/pkg/chlocal"
+	"github.com/personhub/personhub/pkg/chstore"
+)
+
+var (
+	chOnce sync.Once
+	chAddr string
+	chErr  error
+	chSrv  *chlocal.Server
+	chDir  string
+	dbSeq  atomic.Int64
+)
+
+// ClickHouseAddr returns the address of the shared server, starting it on
+// first use: $CLICKHOUSE_ADDR when set, otherwise a private child server
+// under a temporary folder, stopped by Main.
+func ClickHouseAddr(t testing.TB) string {
+	t.Helper()
+	chOnce.Do(func() {
+		if a := os.Getenv("CLICKHOUSE_ADDR"); a != "" {
+			chAddr = a
+			return
+		}
+		dir, err := os.MkdirTemp("", "personhub-clickhouse-")
+		if err != nil {
+			chErr = err
+			return
+		}
+		chDir = dir
+		log, err := os.Create(filepath.Join(dir, "server.log"))
+		if err != nil {
+			chErr = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		chSrv, chErr = chlocal.Start(ctx, dir, 0, 0, log)
+		if chErr == nil {
+			chAddr = chSrv.Addr()
+		}
+	})
+	if chErr != nil {
+		t.Fatalf("integration tests need ClickHouse: %v", chErr)
+	}
+	return chAddr
+}
+
+// Main runs the tests of a package and stops the shared server after them.
+// Use it from TestMain: func TestMain(m *testing.M) { testenv.Main(m) }.
+func Main(m *testing.M) {
+	code := m.Run()
+	if chSrv != nil {
+		chSrv.Stop()
+		os.RemoveAll(chDir)
+	}
+	os.Exit(code)
+}
+
+// ClickHouse returns a store on a new, migrated database, dropped when the
+// test ends.
+func ClickHouse(t testing.TB) *chstore.Store {
+	t.Helper()
+	addr := ClickHouseAddr(t)
+	name := fmt.Sprintf("test_%d_%d_%s", os.Getpid(), dbSeq.Add(1), sanitize(t.Name()))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := chstore.Open(ctx, chstore.Config{Addr: addr, Database: name})
+	if err != nil {
+		t.Fatalf("open clickhouse: %v", err)
+	}
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = st.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS "+name)
+		st.Close()
+	})
+	return st
+}
+
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+		if b.Len() >= 40 {
+			break
+		}
+	}
+	return b.String()
+}
+
+// NATS is a running in-process JetStream server with a client connection.
+type NATS struct {
+	Server *server.Server
+	Conn   *nats.Conn
+	JS     jetstream.JetStream
+	Dir    string
+}
+
+// StartNATS starts a JetStream server on a free port with its store under a
+// test temp dir (or dir, when given, to restart on the same data).
+func StartNATS(t testing.TB, dir string) *NATS {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	srv, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server did not start")
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &NATS{Server: srv, Conn: nc, JS: js, Dir: dir}
+	t.Cleanup(n.Stop)
+	return n
+}
+
+// Stop closes the client and shuts the server down; safe to call twice.
+func (n *NATS) Stop() {
+	n.Conn.Close()
+	n.Server.Shutdown()
+	n.Server.WaitForShutdown()
+}
