@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 
 	"github.com/personhub/personhub/pkg/fold"
@@ -22,7 +23,7 @@ func (s *Store) LoadDistinctIDs(ctx context.Context, projectID uint64, ids []str
 	for start := 0; start < len(ids); start += chunk {
 		part := ids[start:min(start+chunk, len(ids))]
 		rows, err := s.conn.Query(ctx, `SELECT distinct_id, person_id, is_deleted, version, prev_person_id, prev_is_deleted, prev_version
-			FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id IN (?)`, projectID, part)
+			FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id IN ?`, projectID, set(part))
 		if err != nil {
 			return nil, err
 		}
@@ -50,7 +51,7 @@ func (s *Store) LoadPersons(ctx context.Context, projectID uint64, ids []uint64)
 	for start := 0; start < len(ids); start += chunk {
 		part := ids[start:min(start+chunk, len(ids))]
 		rows, err := s.conn.Query(ctx, `SELECT id, uuid, properties, distinct_ids, created_at, is_identified, is_deleted, version
-			FROM persons FINAL WHERE project_id = ? AND id IN (?)`, projectID, part)
+			FROM persons FINAL WHERE project_id = ? AND id IN ?`, projectID, set(part))
 		if err != nil {
 			return nil, err
 		}
@@ -101,6 +102,18 @@ type BatchMarker struct {
 // any point recoverable: events, persons, distinct ids, warnings, and last
 // the marker that commits the batch.
 func (s *Store) WriteBatch(ctx context.Context, events []EventRow, b fold.Batch, m BatchMarker) error {
+	if err := s.WriteRows(ctx, events, b); err != nil {
+		return err
+	}
+	err := s.insertRow(ctx, `INSERT INTO ingest_batches (consumer, first_seq, last_seq, events, persons, distinct_ids, flushed_at)`, m.Consumer, m.FirstSeq, m.LastSeq, uint32(m.Events), uint32(len(b.Persons)), uint32(len(b.DistinctIDs)), time.Now().UTC())
+	if err != nil {
+		return fmt.Errorf("write batch marker: %w", err)
+	}
+	return nil
+}
+
+// WriteRows writes a batch's rows without committing it (no marker).
+func (s *Store) WriteRows(ctx context.Context, events []EventRow, b fold.Batch) error {
 	if err := s.writeEvents(ctx, events); err != nil {
 		return fmt.Errorf("write events: %w", err)
 	}
@@ -112,11 +125,6 @@ func (s *Store) WriteBatch(ctx context.Context, events []EventRow, b fold.Batch,
 	}
 	if err := s.writeWarnings(ctx, b.Warnings); err != nil {
 		return fmt.Errorf("write warnings: %w", err)
-	}
-	err := s.conn.Exec(ctx, `INSERT INTO ingest_batches (consumer, first_seq, last_seq, events, persons, distinct_ids, flushed_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, m.Consumer, m.FirstSeq, m.LastSeq, uint32(m.Events), uint32(len(b.Persons)), uint32(len(b.DistinctIDs)), time.Now().UTC())
-	if err != nil {
-		return fmt.Errorf("write batch marker: %w", err)
 	}
 	return nil
 }
@@ -237,4 +245,14 @@ func boolByte(b bool) uint8 {
 		return 1
 	}
 	return 0
+}
+
+// set binds a list as a parenthesised group for IN; a plain slice binds as
+// an array, which ClickHouse 18.16 does not accept after IN.
+func set[T any](values []T) clickhouse.GroupSet {
+	out := make([]any, len(values))
+	for i, v := range values {
+		out[i] = v
+	}
+	return clickhouse.GroupSet{Value: out}
 }

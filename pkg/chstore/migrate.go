@@ -127,7 +127,7 @@ func (s *Store) Migrate(ctx context.Context) ([]Migration, error) {
 				return ran, fmt.Errorf("migration %s: %w", m.Name, err)
 			}
 		}
-		if err := s.conn.Exec(ctx, "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+		if err := s.insertRow(ctx, "INSERT INTO schema_migrations (version, name, applied_at)",
 			m.Version, m.Name, time.Now().UTC()); err != nil {
 			return ran, fmt.Errorf("record migration %s: %w", m.Name, err)
 		}

@@ -87,3 +87,17 @@ func quoteIdent(s string) string {
 
 // Database is the database this store reads and writes.
 func (s *Store) Database() string { return s.database }
+
+// insertRow inserts one row through a batch: clickhouse-go's Exec of an
+// INSERT ... VALUES with arguments hangs against ClickHouse 18.16.
+func (s *Store) insertRow(ctx context.Context, insert string, values ...any) error {
+	batch, err := s.conn.PrepareBatch(ctx, insert)
+	if err != nil {
+		return err
+	}
+	if err := batch.Append(values...); err != nil {
+		batch.Abort()
+		return err
+	}
+	return batch.Send()
+}

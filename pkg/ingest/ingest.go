@@ -130,15 +130,8 @@ func (i *Ingester) Run(ctx context.Context) error {
 	for {
 		batch, err := i.collect(ctx, iter)
 		if len(batch) > 0 {
-			// Flush even when ctx is done: use a fresh context so a
-			// shutdown finishes the batch instead of abandoning it.
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-			ferr := i.process(fctx, batch)
-			cancel()
-			if ferr != nil {
-				i.metrics.failures.Inc()
-				i.log.Error("batch failed; it will be delivered again", "err", ferr, "first_seq", batch[0].seq, "messages", len(batch))
-				i.retry(ctx, batch)
+			if perr := i.processUntilDone(ctx, batch); perr != nil {
+				return perr
 			}
 		}
 		if err != nil {
@@ -170,13 +163,43 @@ func (i *Ingester) recover(ctx context.Context) error {
 	}
 }
 
-// retry gives a failed batch back to JetStream and starts over from what
-// ClickHouse holds.
-func (i *Ingester) retry(ctx context.Context, batch []*pending) {
-	for _, p := range batch {
-		_ = p.msg.NakWithDelay(time.Second)
+// processUntilDone processes a batch, retrying until it is committed. A
+// failure may leave part of the batch written, so before each retry the
+// fold starts over from what ClickHouse holds, and the batch is marked as
+// redelivered. The messages stay in hand, so order is kept; InProgress
+// keeps JetStream from redelivering them meanwhile.
+//
+// A shutdown finishes the batch in hand (with a fresh context) rather than
+// abandoning it; only repeated failures during shutdown give up, leaving
+// the messages to be delivered again to the next run.
+func (i *Ingester) processUntilDone(ctx context.Context, batch []*pending) error {
+	for attempt := 0; ; attempt++ {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		err := i.process(fctx, batch)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		i.metrics.failures.Inc()
+		i.log.Error("batch failed; retrying from the stored state", "err", err, "first_seq", batch[0].seq, "messages", len(batch), "attempt", attempt+1)
+		if ctx.Err() != nil && attempt >= 2 {
+			return fmt.Errorf("shutting down with an uncommitted batch (it will be delivered again): %w", err)
+		}
+		select {
+		case <-time.After(backoff(attempt)):
+		case <-ctx.Done():
+		}
+		for _, p := range batch {
+			_ = p.msg.InProgress()
+		}
+		if err := i.recover(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+		for _, p := range batch {
+			p.skip = p.seq <= i.folder.Committed
+			p.in.Redelivered = true
+		}
 	}
-	_ = i.recover(ctx)
 }
 
 func backoff(attempt int) time.Duration {
