@@ -1,0 +1,103 @@
+// Command api serves the HTTP interface.
+//
+//	api [run]          serve until SIGINT/SIGTERM
+//	api admin ...      manage organizations, projects and personal API keys
+//
+// Configuration: flags, with environment variables as defaults; see
+// docs/operations.md or `api run -h`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/personhub/personhub/pkg/appconfig"
+	"github.com/personhub/personhub/pkg/controlplane"
+	"github.com/personhub/personhub/pkg/httpapi"
+)
+
+func main() {
+	args := os.Args[1:]
+	cmd := "run"
+	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "run":
+		err = run(args)
+	case "admin":
+		err = admin(args)
+	default:
+		err = fmt.Errorf("unknown command %q: want run or admin", cmd)
+	}
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "api:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	var common appconfig.Common
+	fs := flag.NewFlagSet("api run", flag.ContinueOnError)
+	common.Bind(fs)
+	addr := fs.String("addr", appconfig.Env("API_ADDR", "127.0.0.1:8000"), "listen address (env API_ADDR)")
+	publicURL := fs.String("public-url", appconfig.Env("API_PUBLIC_URL", ""), "base of absolute URLs in responses; default: from the request (env API_PUBLIC_URL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := common.Validate(); err != nil {
+		return err
+	}
+	log := common.Logger("api")
+	ctx, stop := appconfig.SignalContext()
+	defer stop()
+
+	store, err := common.ClickHouse(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := store.CheckSchema(ctx); err != nil {
+		return err
+	}
+	nc, js, err := common.NATS("api")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	keys, err := controlplane.Open(ctx, js, log)
+	if err != nil {
+		return err
+	}
+	defer keys.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ready := func(ctx context.Context) error {
+		if !nc.IsConnected() {
+			return errors.New("nats disconnected")
+		}
+		return store.Ping(ctx)
+	}
+	api, err := httpapi.New(httpapi.Config{PublicURL: *publicURL}, store, keys, log, reg, ready)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Addr: *addr, Handler: api.Handler(reg), ReadHeaderTimeout: 10 * time.Second}
+	log.Info("api listening", "addr", *addr)
+	// Serve returns after in-flight requests finish; the deferred closes
+	// then release the key watchers and connections.
+	if err := appconfig.Serve(ctx, srv, log); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

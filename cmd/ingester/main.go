@@ -1,0 +1,187 @@
+// Command ingester folds events from JetStream into ClickHouse person
+// tables.
+//
+//	ingester [run]                     consume until SIGINT/SIGTERM
+//	ingester migrate                   apply pending ClickHouse migrations
+//	ingester publish -project N FILE   publish a JSON-lines file of events
+//
+// Configuration: flags, with environment variables as defaults; see
+// docs/operations.md or `ingester run -h`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/personhub/personhub/pkg/appconfig"
+	"github.com/personhub/personhub/pkg/ingest"
+	"github.com/personhub/personhub/pkg/stream"
+)
+
+func main() {
+	args := os.Args[1:]
+	cmd := "run"
+	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "run":
+		err = run(args)
+	case "migrate":
+		err = migrate(args)
+	case "publish":
+		err = publish(args)
+	default:
+		err = fmt.Errorf("unknown command %q: want run, migrate or publish", cmd)
+	}
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "ingester:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	var common appconfig.Common
+	cfg := ingest.DefaultConfig()
+	fs := flag.NewFlagSet("ingester run", flag.ContinueOnError)
+	common.Bind(fs)
+	metricsAddr := fs.String("metrics-addr", appconfig.Env("INGESTER_METRICS_ADDR", "127.0.0.1:9101"), "address of /metrics, /healthz and /readyz (env INGESTER_METRICS_ADDR)")
+	fs.StringVar(&cfg.Consumer, "consumer", appconfig.Env("INGESTER_CONSUMER", cfg.Consumer), "durable consumer name (env INGESTER_CONSUMER)")
+	fs.IntVar(&cfg.BatchSize, "batch-size", appconfig.EnvInt("INGESTER_BATCH_SIZE", cfg.BatchSize), "most messages per batch (env INGESTER_BATCH_SIZE)")
+	fs.DurationVar(&cfg.BatchWait, "batch-wait", appconfig.EnvDuration("INGESTER_BATCH_WAIT", cfg.BatchWait), "longest wait for a batch to fill (env INGESTER_BATCH_WAIT)")
+	fs.IntVar(&cfg.MaxCachedPersons, "max-cached-persons", appconfig.EnvInt("INGESTER_MAX_CACHED_PERSONS", cfg.MaxCachedPersons), "persons kept in memory between batches (env INGESTER_MAX_CACHED_PERSONS)")
+	fs.DurationVar(&cfg.AckWait, "ack-wait", appconfig.EnvDuration("INGESTER_ACK_WAIT", cfg.AckWait), "JetStream ack wait (env INGESTER_ACK_WAIT)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := errors.Join(common.Validate(), cfg.Validate()); err != nil {
+		return err
+	}
+	log := common.Logger("ingester")
+	ctx, stop := appconfig.SignalContext()
+	defer stop()
+
+	store, err := common.ClickHouse(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := store.CheckSchema(ctx); err != nil {
+		return err
+	}
+	nc, js, err := common.NATS("ingester")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ing, err := ingest.New(cfg, js, store, log, reg)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := store.Ping(r.Context()); err != nil || !nc.IsConnected() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	// Order of shutdown: the consumer stops pulling and commits its batch
+	// (Run returns), then the metrics server stops, then connections close.
+	srvCtx, stopSrv := context.WithCancel(context.Background())
+	srvDone := make(chan error, 1)
+	go func() {
+		srvDone <- appconfig.Serve(srvCtx, &http.Server{Addr: *metricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}, log)
+	}()
+	log.Info("ingester starting", "nats", common.NATSURL, "clickhouse", common.ClickHouseAddr, "database", common.ClickHouseDatabase, "metrics", *metricsAddr)
+	runErr := ing.Run(ctx)
+	stopSrv()
+	if err := <-srvDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("metrics server", "err", err)
+	}
+	return runErr
+}
+
+func migrate(args []string) error {
+	var common appconfig.Common
+	fs := flag.NewFlagSet("ingester migrate", flag.ContinueOnError)
+	common.Bind(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := common.Validate(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	store, err := common.ClickHouse(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ran, err := store.Migrate(ctx)
+	for _, m := range ran {
+		fmt.Printf("applied %s\n", m.Name)
+	}
+	if err == nil && len(ran) == 0 {
+		fmt.Printf("database %s is up to date\n", common.ClickHouseDatabase)
+	}
+	return err
+}
+
+func publish(args []string) error {
+	var common appconfig.Common
+	fs := flag.NewFlagSet("ingester publish", flag.ContinueOnError)
+	common.Bind(fs)
+	project := fs.Uint64("project", 0, "project id the events belong to (required)")
+	window := fs.Int("window", 1000, "most unacknowledged publishes in flight")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: ingester publish -project N [FILE|-]\n\nPublishes one event envelope per line (docs/events.md); uuid and timestamp are filled in when missing.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *project == 0 {
+		fs.Usage()
+		return errors.New("-project is required")
+	}
+	in := io.Reader(os.Stdin)
+	if name := fs.Arg(0); name != "" && name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	nc, js, err := common.NATS("ingester-publish")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, stop := appconfig.SignalContext()
+	defer stop()
+	if err := stream.Ensure(ctx, js, stream.Config{}); err != nil {
+		return err
+	}
+	n, err := stream.PublishLines(ctx, js, *project, in, *window)
+	fmt.Printf("published %d events to %s\n", n, stream.Subject(*project))
+	return err
+}

@@ -1,0 +1,159 @@
+// Package appconfig binds the settings shared by the binaries to flags,
+// with environment variables as defaults (flags win), and starts the
+// pieces every binary has: logger, metrics server, signal handling.
+package appconfig
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personhub/personhub/pkg/chstore"
+)
+
+// Env returns the environment variable or def.
+func Env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+// EnvInt returns the environment variable as an int, or def.
+func EnvInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+// EnvDuration returns the environment variable as a duration, or def.
+func EnvDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+// Common holds the settings every binary shares.
+type Common struct {
+	NATSURL            string
+	ClickHouseAddr     string
+	ClickHouseDatabase string
+	ClickHouseUser     string
+	ClickHousePassword string
+	LogLevel           string
+	LogFormat          string
+}
+
+// Bind registers the common flags on fs.
+func (c *Common) Bind(fs *flag.FlagSet) {
+	fs.StringVar(&c.NATSURL, "nats-url", Env("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL (env NATS_URL)")
+	fs.StringVar(&c.ClickHouseAddr, "clickhouse-addr", Env("CLICKHOUSE_ADDR", "127.0.0.1:9000"), "ClickHouse native protocol host:port (env CLICKHOUSE_ADDR)")
+	fs.StringVar(&c.ClickHouseDatabase, "clickhouse-database", Env("CLICKHOUSE_DATABASE", "personhub"), "ClickHouse database (env CLICKHOUSE_DATABASE)")
+	fs.StringVar(&c.ClickHouseUser, "clickhouse-user", Env("CLICKHOUSE_USER", "default"), "ClickHouse user (env CLICKHOUSE_USER)")
+	fs.StringVar(&c.ClickHousePassword, "clickhouse-password", Env("CLICKHOUSE_PASSWORD", ""), "ClickHouse password (env CLICKHOUSE_PASSWORD)")
+	fs.StringVar(&c.LogLevel, "log-level", Env("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
+	fs.StringVar(&c.LogFormat, "log-format", Env("LOG_FORMAT", "text"), "text or json (env LOG_FORMAT)")
+}
+
+// Validate checks the common settings.
+func (c *Common) Validate() error {
+	var errs []error
+	if c.NATSURL == "" {
+		errs = append(errs, errors.New("nats-url is empty"))
+	}
+	if c.ClickHouseAddr == "" {
+		errs = append(errs, errors.New("clickhouse-addr is empty"))
+	}
+	if _, err := c.level(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("log-format %q: want text or json", c.LogFormat))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Common) level() (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return l, fmt.Errorf("log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	return l, nil
+}
+
+// Logger builds the structured logger.
+func (c *Common) Logger(component string) *slog.Logger {
+	lvl, _ := c.level()
+	opts := &slog.HandlerOptions{Level: lvl}
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, opts)
+	if c.LogFormat == "json" {
+		h = slog.NewJSONHandler(os.Stderr, opts)
+	}
+	return slog.New(h).With("component", component)
+}
+
+// ClickHouse opens the store.
+func (c *Common) ClickHouse(ctx context.Context) (*chstore.Store, error) {
+	return chstore.Open(ctx, chstore.Config{Addr: c.ClickHouseAddr, Database: c.ClickHouseDatabase, Username: c.ClickHouseUser, Password: c.ClickHousePassword})
+}
+
+// NATS connects, retrying forever in the background after the first
+// connection.
+func (c *Common) NATS(name string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(c.NATSURL, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second))
+	if err != nil {
+		return nil, nil, fmt.Errorf("nats %s: %w", c.NATSURL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// SignalContext is cancelled on SIGINT or SIGTERM.
+func SignalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// Serve runs an HTTP server until ctx is done, then shuts it down,
+// letting requests in flight finish for up to 10 seconds.
+func Serve(ctx context.Context, srv *http.Server, log *slog.Logger) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	log.Info("http server stopping", "addr", srv.Addr)
+	return srv.Shutdown(sctx)
+}
+
+// SplitList splits a comma-separated flag value.
+func SplitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

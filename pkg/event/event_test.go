@@ -1,0 +1,54 @@
+package event
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	ok := `{"uuid":"0190f1d4-7b6c-7c3a-9a51-1d2d8b7e6f00","event":"e","distinct_id":42,"timestamp":"2026-01-01T00:00:00.5+01:00",
+		"properties":{"$set":{"a":1,"b":1},"$unset":{"z":1}},"$set":{"a":2},"$set_once":{"c":3},"$unset":["y"]}`
+	ev, err := Parse([]byte(ok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.DistinctID != "42" || ev.Set["a"].(interface{ String() string }).String() != "2" || ev.Set["b"] == nil ||
+		ev.SetOnce["c"] == nil || strings.Join(ev.Unset, ",") != "y,z" || ev.Timestamp.Hour() != 23 {
+		t.Fatalf("%+v", ev)
+	}
+	bad := map[string]string{
+		`{}`: "uuid is required",
+		`{"uuid":"x","event":"e","distinct_id":"a","timestamp":"2026-01-01T00:00:00Z"}`:                                                            "does not parse",
+		`{"uuid":"0190f1d4-7b6c-7c3a-9a51-1d2d8b7e6f00","distinct_id":"a","timestamp":"2026-01-01T00:00:00Z"}`:                                     "event name",
+		`{"uuid":"0190f1d4-7b6c-7c3a-9a51-1d2d8b7e6f00","event":"e","distinct_id":" ","timestamp":"2026-01-01T00:00:00Z"}`:                         "empty",
+		`{"uuid":"0190f1d4-7b6c-7c3a-9a51-1d2d8b7e6f00","event":"e","distinct_id":{},"timestamp":"2026-01-01T00:00:00Z"}`:                          "string or a number",
+		`{"uuid":"0190f1d4-7b6c-7c3a-9a51-1d2d8b7e6f00","event":"e","distinct_id":"a","timestamp":"yesterday"}`:                                    "timestamp",
+		`{"uuid":"0190f1d4-7b6c-7c3a-9a51-1d2d8b7e6f00","event":"e","distinct_id":"a","timestamp":"2026-01-01T00:00:00Z","properties":[]}`:         "properties must be an object",
+		`{"uuid":"0190f1d4-7b6c-7c3a-9a51-1d2d8b7e6f00","event":"e","distinct_id":"a","timestamp":"2026-01-01T00:00:00Z","$unset":[1]}`:            "string keys",
+		`{"uuid":"0190f1d4-7b6c-7c3a-9a51-1d2d8b7e6f00","event":"e","distinct_id":"a","timestamp":"2026-01-01T00:00:00Z","properties":{"$set":1}}`: "must be an object",
+		`{"uuid":"0190f1d4-7b6c-7c3a-9a51-1d2d8b7e6f00","event":"e","distinct_id":"a","timestamp":"1900-01-01T00:00:00Z"}`:                         "year",
+	}
+	for in, want := range bad {
+		_, err := Parse([]byte(in))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want %q", in, err, want)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{"uuid":"0190f1d4-7b6c-7c3a-9a51-1d2d8b7e6f00","event":"e","distinct_id":"a","timestamp":"2026-01-01T00:00:00Z","properties":{"$set":{"a":1}}}`))
+	f.Add([]byte(`{"uuid":"0190f1d4-7b6c-7c3a-9a51-1d2d8b7e6f00","event":"$identify","distinct_id":1,"timestamp":"2026-01-01T00:00:00Z","$unset":{"x":1}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ev, err := Parse(data)
+		if err != nil {
+			if _, ok := err.(*Error); !ok {
+				t.Fatalf("error of type %T", err)
+			}
+			return
+		}
+		if ev.DistinctID == "" || ev.Event == "" || ev.Set == nil || ev.SetOnce == nil || ev.Properties == nil {
+			t.Fatalf("accepted incomplete event %q", data)
+		}
+	})
+}

@@ -1,0 +1,121 @@
+// Package httpapi serves the HTTP interface: routes, authentication and
+// scopes, and the mapping of errors to responses.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/controlplane"
+)
+
+// Persons is what the API reads persons from.
+type Persons interface {
+	ListPersons(ctx context.Context, q chstore.ListQuery) ([]chstore.PersonRecord, uint64, error)
+	EachPerson(ctx context.Context, q chstore.ListQuery, fn func(chstore.PersonRecord) error) error
+	GetPerson(ctx context.Context, projectID, id uint64) (chstore.PersonRecord, error)
+	GetPersonByUUID(ctx context.Context, projectID uint64, id uuid.UUID) (chstore.PersonRecord, error)
+	Ping(ctx context.Context) error
+}
+
+// ControlPlane is what the API needs of organizations, projects and keys.
+type ControlPlane interface {
+	Authenticate(secret string) (controlplane.Key, error)
+	ProjectByID(id uint64) (controlplane.Project, bool)
+	ListProjects(ctx context.Context, orgID string) ([]controlplane.Project, error)
+}
+
+// Config configures the API.
+type Config struct {
+	// PublicURL, when set, is the base of absolute URLs in responses
+	// (next/previous); otherwise the request's Host is used.
+	PublicURL string
+}
+
+// API holds the handlers' dependencies.
+type API struct {
+	store     Persons
+	keys      ControlPlane
+	log       *slog.Logger
+	publicURL *url.URL
+	requests  *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	ready     func(ctx context.Context) error
+}
+
+// New builds the API. ready reports whether backing services answer.
+func New(cfg Config, store Persons, keys ControlPlane, logger *slog.Logger, reg prometheus.Registerer, ready func(ctx context.Context) error) (*API, error) {
+	a := &API{store: store, keys: keys, log: logger, ready: ready}
+	if cfg.PublicURL != "" {
+		u, err := url.Parse(cfg.PublicURL)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			return nil, &Error{Detail: "public URL must be absolute, e.g. https://persons.example.com"}
+		}
+		a.publicURL = u
+	}
+	a.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "api", Name: "requests_total", Help: "HTTP requests by route and status."}, []string{"route", "method", "status"})
+	a.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "api", Name: "request_seconds", Help: "HTTP request latency by route.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route", "method"})
+	reg.MustRegister(a.requests, a.latency)
+	return a, nil
+}
+
+// Handler returns the route table: every route of the API, on one screen.
+func (a *API) Handler(gatherer prometheus.Gatherer) http.Handler {
+	r := mux.NewRouter()
+	r.NotFoundHandler = a.wrap(func(http.ResponseWriter, *http.Request) error { return errNotFound })
+	r.MethodNotAllowedHandler = a.wrap(func(http.ResponseWriter, *http.Request) error { return errMethod })
+
+	route := func(method, path string, scopes []string, h handlerFunc) {
+		r.Handle(path, a.instrument(path, a.authenticate(scopes, a.wrap(h)))).Methods(method)
+	}
+	read := []string{"person:read"}
+	route("GET", "/api/projects/", []string{"project:read"}, a.listProjects)
+	route("GET", "/api/projects/{project_id}/", []string{"project:read"}, a.getProject)
+	route("GET", "/api/projects/{project_id}/persons/", read, a.listPersons)
+	route("GET", "/api/projects/{project_id}/persons/{id}/", read, a.getPerson)
+
+	r.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
+	r.Handle("/readyz", a.wrap(func(w http.ResponseWriter, r *http.Request) error {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := a.ready(ctx); err != nil {
+			a.log.Warn("not ready", "err", err)
+			return errUnavailable
+		}
+		writeJSON(w, 200, map[string]string{"status": "ready"})
+		return nil
+	}))
+	return r
+}
+
+// statusWriter records the status code for metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (a *API) instrument(route string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: 200}
+		next.ServeHTTP(sw, r)
+		a.requests.WithLabelValues(route, r.Method, strconv.Itoa(sw.status)).Inc()
+		a.latency.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+	})
+}

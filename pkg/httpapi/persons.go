@@ -1,0 +1,133 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/csvexport"
+	"github.com/personhub/personhub/pkg/person"
+	"github.com/personhub/personhub/pkg/propfilter"
+)
+
+// personJSON renders a stored person in the interface's shape.
+func personJSON(p chstore.PersonRecord) person.Person {
+	ids := append([]string(nil), p.DistinctIDs...)
+	person.SortDistinctIDs(ids)
+	props := p.Properties
+	if props == nil {
+		props = map[string]any{}
+	}
+	return person.Person{
+		ID: p.ID, UUID: p.UUID, Name: person.DisplayName(props, ids, p.ID), DistinctIDs: ids,
+		Properties: props, CreatedAt: p.CreatedAt.UTC().Truncate(time.Second), IsIdentified: p.IsIdentified,
+	}
+}
+
+// listPersons serves GET /api/projects/{project_id}/persons/.
+func (a *API) listPersons(w http.ResponseWriter, r *http.Request) error {
+	proj, err := a.project(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	csv, err := wantsCSV(r)
+	if err != nil {
+		return err
+	}
+	limit, offset, hasLimit, err := page(q)
+	if err != nil {
+		return err
+	}
+	filter, err := propfilter.Parse(q.Get("properties"))
+	if err != nil {
+		return err
+	}
+	query := chstore.ListQuery{
+		ProjectID: proj.ID, DistinctID: q.Get("distinct_id"), Email: q.Get("email"),
+		Search: q.Get("search"), Properties: filter, Limit: limit, Offset: offset,
+	}
+	if csv {
+		if !hasLimit {
+			// An export without a limit streams every match.
+			query.Limit = 0
+		}
+		return a.writePersonsCSV(w, r, query)
+	}
+	list, total, err := a.store.ListPersons(r.Context(), query)
+	if err != nil {
+		return err
+	}
+	results := make([]person.Person, len(list))
+	for i, p := range list {
+		results[i] = personJSON(p)
+	}
+	next, prev := a.pageLinks(r, limit, offset, total)
+	writeJSON(w, http.StatusOK, envelope{Count: total, Next: next, Previous: prev, Results: results})
+	return nil
+}
+
+// writePersonsCSV renders persons as CSV. The header is the union of all
+// rows' columns, so rows are collected (compactly, spilling to disk when
+// large) before anything is written.
+func (a *API) writePersonsCSV(w http.ResponseWriter, r *http.Request, q chstore.ListQuery) error {
+	out := csvexport.NewWriter()
+	out.SpillThreshold = 64 << 20
+	defer out.Close()
+	err := a.store.EachPerson(r.Context(), q, func(p chstore.PersonRecord) error {
+		return out.Add(personJSON(p))
+	})
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="persons.csv"`)
+	w.WriteHeader(http.StatusOK)
+	if _, err := out.WriteTo(w); err != nil {
+		a.log.Warn("csv export cut short", "err", err)
+	}
+	return nil
+}
+
+// getPerson serves GET /api/projects/{project_id}/persons/{id}/.
+func (a *API) getPerson(w http.ResponseWriter, r *http.Request) error {
+	proj, err := a.project(r)
+	if err != nil {
+		return err
+	}
+	csv, err := wantsCSV(r)
+	if err != nil {
+		return err
+	}
+	p, err := a.lookupPerson(r, proj.ID)
+	if err != nil {
+		return err
+	}
+	if csv {
+		out := csvexport.NewWriter()
+		defer out.Close()
+		if err := out.Add(personJSON(p)); err != nil {
+			return err
+		}
+		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		_, err := out.WriteTo(w)
+		return err
+	}
+	writeJSON(w, http.StatusOK, personJSON(p))
+	return nil
+}
+
+// lookupPerson finds the person named by {id}: an integer id or a uuid.
+func (a *API) lookupPerson(r *http.Request, projectID uint64) (chstore.PersonRecord, error) {
+	raw := pathVar(r, "id")
+	if id, err := parseID(raw); err == nil {
+		return a.store.GetPerson(r.Context(), projectID, id)
+	}
+	if u, err := uuid.Parse(raw); err == nil {
+		return a.store.GetPersonByUUID(r.Context(), projectID, u)
+	}
+	return chstore.PersonRecord{}, invalid("id", "A person is identified by its integer id or its uuid.")
+}

@@ -1,0 +1,54 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/personhub/personhub/pkg/controlplane"
+)
+
+// projectJSON is a project as the API shows it.
+type projectJSON struct {
+	ID             uint64 `json:"id"`
+	UUID           string `json:"uuid,omitempty"`
+	OrganizationID string `json:"organization"`
+	Name           string `json:"name"`
+	APIToken       string `json:"api_token"`
+	CreatedAt      string `json:"created_at"`
+}
+
+func toProjectJSON(p controlplane.Project) projectJSON {
+	return projectJSON{ID: p.ID, OrganizationID: p.OrganizationID, Name: p.Name, APIToken: p.APIToken,
+		CreatedAt: p.CreatedAt.UTC().Format("2006-01-02T15:04:05Z")}
+}
+
+// listProjects serves GET /api/projects/: the projects of the key's
+// organization.
+func (a *API) listProjects(w http.ResponseWriter, r *http.Request) error {
+	limit, offset, _, err := page(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	all, err := a.keys.ListProjects(r.Context(), keyFrom(r.Context()).OrganizationID)
+	if err != nil {
+		return err
+	}
+	total := uint64(len(all))
+	start, end := min(offset, len(all)), min(offset+limit, len(all))
+	results := make([]projectJSON, 0, end-start)
+	for _, p := range all[start:end] {
+		results = append(results, toProjectJSON(p))
+	}
+	next, prev := a.pageLinks(r, limit, offset, total)
+	writeJSON(w, http.StatusOK, envelope{Count: total, Next: next, Previous: prev, Results: results})
+	return nil
+}
+
+// getProject serves GET /api/projects/{project_id}/.
+func (a *API) getProject(w http.ResponseWriter, r *http.Request) error {
+	p, err := a.project(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toProjectJSON(p))
+	return nil
+}
