@@ -97,13 +97,17 @@ func (c *Common) level() (slog.Level, error) {
 
 // Logger builds the structured logger.
 func (c *Common) Logger(component string) *slog.Logger {
+	return slog.New(c.Handler()).With("component", component)
+}
+
+// Handler is the log handler (to stderr) Logger uses.
+func (c *Common) Handler() slog.Handler {
 	lvl, _ := c.level()
 	opts := &slog.HandlerOptions{Level: lvl}
-	var h slog.Handler = slog.NewTextHandler(os.Stderr, opts)
 	if c.LogFormat == "json" {
-		h = slog.NewJSONHandler(os.Stderr, opts)
+		return slog.NewJSONHandler(os.Stderr, opts)
 	}
-	return slog.New(h).With("component", component)
+	return slog.NewTextHandler(os.Stderr, opts)
 }
 
 // ClickHouse opens the store.
