@@ -94,15 +94,7 @@ func (f *Folder) merge(ctx context.Context, in Input, other string, dangerous bo
 	switch {
 	case in.Seq > source.row.Version:
 		if source.row.IsIdentified && !dangerous {
-			f.warnings = append(f.warnings, Warning{
-				ProjectID: in.ProjectID, Seq: in.Seq, Type: WarningCannotMergeAlreadyIdentified,
-				Timestamp: ev.Timestamp,
-				Details: map[string]any{
-					"event_uuid": ev.UUID.String(), "event": ev.Event,
-					"source_distinct_id": other, "target_distinct_id": ev.DistinctID,
-					"source_person_uuid": source.row.UUID.String(),
-				},
-			})
+			f.refuse(in, other, source)
 			f.update(target, in, identify)
 			return resolved(target), nil
 		}
@@ -115,7 +107,9 @@ func (f *Folder) merge(ctx context.Context, in Input, other string, dangerous bo
 		// Redelivered after a crash, and the stored source shows that
 		// this merge was refused the first time (a merged source is
 		// deleted at the merging event's sequence and never changes
-		// again).
+		// again). The warning may not have been written: raise it
+		// again; the table keeps one per event.
+		f.refuse(in, other, source)
 		f.update(target, in, identify)
 		return resolved(target), nil
 	}
@@ -141,6 +135,20 @@ func (f *Folder) merge(ctx context.Context, in Input, other string, dangerous bo
 	}
 	f.update(target, in, identify)
 	return resolved(target), nil
+}
+
+// refuse records that a merge of an already identified person was refused.
+func (f *Folder) refuse(in Input, other string, source *personState) {
+	ev := in.Event
+	f.warnings = append(f.warnings, Warning{
+		ProjectID: in.ProjectID, Seq: in.Seq, Type: WarningCannotMergeAlreadyIdentified,
+		Timestamp: ev.Timestamp,
+		Details: map[string]any{
+			"event_uuid": ev.UUID.String(), "event": ev.Event,
+			"source_distinct_id": other, "target_distinct_id": ev.DistinctID,
+			"source_person_uuid": source.row.UUID.String(),
+		},
+	})
 }
 
 // personOf returns the live person owning distinctID, or nil.

@@ -104,19 +104,11 @@ func (i *Ingester) Run(ctx context.Context) error {
 	if err := stream.Ensure(ctx, i.js, stream.Config{}); err != nil {
 		return err
 	}
-	cons, err := i.js.CreateOrUpdateConsumer(ctx, stream.Events, jetstream.ConsumerConfig{
-		Durable:       i.cfg.Consumer,
-		Description:   "folds events into persons in ClickHouse",
-		AckPolicy:     jetstream.AckAllPolicy,
-		AckWait:       i.cfg.AckWait,
-		MaxAckPending: 4 * i.cfg.BatchSize,
-		FilterSubject: stream.EventsPrefix + ">",
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
-		return fmt.Errorf("consumer %s: %w", i.cfg.Consumer, err)
-	}
 	if err := i.recover(ctx); err != nil {
+		return err
+	}
+	cons, err := i.consumer(ctx)
+	if err != nil {
 		return err
 	}
 	iter, err := cons.Messages(jetstream.PullMaxMessages(2 * i.cfg.BatchSize))
@@ -142,6 +134,38 @@ func (i *Ingester) Run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// consumer (re)creates the durable consumer to deliver from the first
+// sequence after the last committed batch. ClickHouse's commit markers,
+// not the consumer's acknowledgements, are the record of progress: after a
+// crash the consumer would hold the dead process's unacknowledged messages
+// until their ack wait expired and deliver newer ones first, out of order.
+// Recreating it keeps the stream order. Hence one running ingester per
+// consumer name.
+func (i *Ingester) consumer(ctx context.Context) (jetstream.Consumer, error) {
+	err := i.js.DeleteConsumer(ctx, stream.Events, i.cfg.Consumer)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("reset consumer %s: %w", i.cfg.Consumer, err)
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       i.cfg.Consumer,
+		Description:   "folds events into persons in ClickHouse; recreated at every start from the last commit",
+		AckPolicy:     jetstream.AckAllPolicy,
+		AckWait:       i.cfg.AckWait,
+		MaxAckPending: 4 * i.cfg.BatchSize,
+		FilterSubject: stream.EventsPrefix + ">",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+	if i.folder.Committed > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = i.folder.Committed + 1
+	}
+	cons, err := i.js.CreateConsumer(ctx, stream.Events, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", i.cfg.Consumer, err)
+	}
+	return cons, nil
 }
 
 // recover reads the last committed sequence; rows above it belong to a

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand"
-	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -142,76 +140,6 @@ func TestFoldsIntoClickHouse(t *testing.T) {
 	}
 }
 
-// randomWorkload makes mixed events over few ids: creations, sets,
-// set_once, unsets, identifies that merge, aliases, illegal ids.
-func randomWorkload(seed int64, n, ids int) []string {
-	r := rand.New(rand.NewSource(seed))
-	id := func() string {
-		if r.Intn(40) == 0 {
-			return []string{"null", "undefined", "0", "anonymous"}[r.Intn(4)]
-		}
-		return fmt.Sprintf("u%d", r.Intn(ids))
-	}
-	var out []string
-	for i := 0; i < n; i++ {
-		switch k := r.Intn(12); {
-		case k < 4:
-			out = append(out, fmt.Sprintf(`{"event":"e","distinct_id":%q,"$set":{"k%d":%d}}`, id(), r.Intn(6), r.Intn(4)))
-		case k < 5:
-			out = append(out, fmt.Sprintf(`{"event":"e","distinct_id":%q,"$set_once":{"k%d":"o%d"}}`, id(), r.Intn(6), r.Intn(4)))
-		case k < 6:
-			out = append(out, fmt.Sprintf(`{"event":"e","distinct_id":%q,"$unset":["k%d"]}`, id(), r.Intn(6)))
-		case k < 7:
-			out = append(out, fmt.Sprintf(`{"event":"$identify","distinct_id":%q,"properties":{"$anon_distinct_id":%q}}`, id(), id()))
-		case k < 8:
-			out = append(out, fmt.Sprintf(`{"event":"$create_alias","distinct_id":%q,"properties":{"alias":%q}}`, id(), id()))
-		case k < 9:
-			out = append(out, fmt.Sprintf(`{"event":"$merge_dangerously","distinct_id":%q,"properties":{"alias":%q}}`, id(), id()))
-		case k < 10:
-			out = append(out, fmt.Sprintf(`{"event":"$delete_person_property","distinct_id":%q,"$unset":["k%d"]}`, id(), r.Intn(6)))
-		default:
-			out = append(out, fmt.Sprintf(`{"event":"$pageview","distinct_id":%q}`, id()))
-		}
-	}
-	return out
-}
-
-// snapshot renders every table the ingester writes, newest versions, as
-// text: two databases hold the same state exactly when these match.
-func snapshot(t *testing.T, store *chstore.Store) string {
-	t.Helper()
-	queries := []string{
-		"SELECT project_id, id, uuid, properties, distinct_ids, created_at, is_identified, is_deleted, version FROM persons FINAL ORDER BY project_id, id",
-		"SELECT project_id, distinct_id, person_id, is_deleted, version FROM person_distinct_ids FINAL ORDER BY project_id, distinct_id",
-		"SELECT project_id, uuid, event, distinct_id, person_id, person_uuid, timestamp, properties, seq FROM events FINAL ORDER BY seq",
-		"SELECT count() FROM (SELECT uuid FROM events FINAL GROUP BY uuid HAVING count() > 1)",
-	}
-	var b strings.Builder
-	for _, q := range queries {
-		rows, err := store.Conn().Query(context.Background(), q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		types := rows.ColumnTypes()
-		for rows.Next() {
-			vals := make([]any, len(types))
-			for i, ct := range types {
-				vals[i] = newOf(ct.ScanType())
-			}
-			if err := rows.Scan(vals...); err != nil {
-				t.Fatal(err)
-			}
-			for _, v := range vals {
-				fmt.Fprintf(&b, "%v\t", deref(v))
-			}
-			b.WriteByte('\n')
-		}
-		rows.Close()
-		b.WriteString("--\n")
-	}
-	return b.String()
-}
-
 // flakyStore fails WriteBatch at chosen points, after writing part of the
 // batch for real, the way a process killed mid-write would leave it.
 type flakyStore struct {
@@ -241,20 +169,20 @@ func (f *flakyStore) WriteBatch(ctx context.Context, events []chstore.EventRow, 
 
 func TestCrashesAndReplayGiveTheSameState(t *testing.T) {
 	n := testenv.StartNATS(t, "")
-	events := randomWorkload(3, 3000, 150)
+	events := testenv.Workload(3, 3000, 150)
 	publish(t, n.JS, 1, events[:2000])
 	publish(t, n.JS, 2, events[2000:])
 	last := uint64(len(events))
 
 	ref := testenv.ClickHouse(t)
 	runUntil(t, testConfig("reference"), n.JS, ref, last)
-	want := snapshot(t, ref)
+	want := testenv.Snapshot(t, ref)
 
 	// Failures at every write stage, every few batches.
 	crashy := testenv.ClickHouse(t)
 	runUntil(t, testConfig("crashy"), n.JS, &flakyStore{Store: crashy, every: 3}, last)
-	if got := snapshot(t, crashy); got != want {
-		t.Fatalf("state after injected failures differs from an uninterrupted run:\n%s", diff(got, want))
+	if got := testenv.Snapshot(t, crashy); got != want {
+		t.Fatalf("state after injected failures differs from an uninterrupted run:\n%s", testenv.FirstDiff(got, want))
 	}
 
 	// A replay into empty tables with other batch sizes.
@@ -262,21 +190,7 @@ func TestCrashesAndReplayGiveTheSameState(t *testing.T) {
 	cfg := testConfig("replay")
 	cfg.BatchSize = 1000
 	runUntil(t, cfg, n.JS, replay, last)
-	if got := snapshot(t, replay); got != want {
-		t.Fatalf("replay differs:\n%s", diff(got, want))
+	if got := testenv.Snapshot(t, replay); got != want {
+		t.Fatalf("replay differs:\n%s", testenv.FirstDiff(got, want))
 	}
 }
-
-func diff(got, want string) string {
-	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
-	for i := range min(len(g), len(w)) {
-		if g[i] != w[i] {
-			return fmt.Sprintf("line %d:\n got %s\nwant %s", i+1, g[i], w[i])
-		}
-	}
-	return fmt.Sprintf("lengths %d and %d", len(g), len(w))
-}
-
-func newOf(t reflect.Type) any { return reflect.New(t).Interface() }
-
-func deref(v any) any { return reflect.ValueOf(v).Elem().Interface() }

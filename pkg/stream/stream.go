@@ -4,7 +4,6 @@ package stream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -112,6 +111,3 @@ func Publish(ctx context.Context, js jetstream.JetStream, projectID uint64, uuid
 	msg.Header.Set(jetstream.MsgIDHeader, uuid)
 	return js.PublishMsg(ctx, msg)
 }
-
-// ErrNoStream is returned when the events stream does not exist yet.
-var ErrNoStream = errors.New("events stream missing: start the ingester or run `ingester migrate` once")
