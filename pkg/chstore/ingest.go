@@ -9,6 +9,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 
+	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/propfilter"
 )
@@ -99,8 +100,10 @@ type BatchMarker struct {
 }
 
 // WriteBatch writes one folded batch in the order that makes a crash at
-// any point recoverable: events, persons, distinct ids, warnings, and last
-// the marker that commits the batch.
+// any point recoverable: events, activity entries and deletion requests
+// (both exist only when the fold applied a change, so they precede the
+// person rows that show it applied), persons, distinct ids, warnings, and
+// last the marker that commits the batch.
 func (s *Store) WriteBatch(ctx context.Context, events []EventRow, b fold.Batch, m BatchMarker) error {
 	if err := s.WriteRows(ctx, events, b); err != nil {
 		return err
@@ -116,6 +119,12 @@ func (s *Store) WriteBatch(ctx context.Context, events []EventRow, b fold.Batch,
 func (s *Store) WriteRows(ctx context.Context, events []EventRow, b fold.Batch) error {
 	if err := s.writeEvents(ctx, events); err != nil {
 		return fmt.Errorf("write events: %w", err)
+	}
+	if err := activity.New(s.conn).Write(ctx, b.Activity...); err != nil {
+		return fmt.Errorf("write activity: %w", err)
+	}
+	if err := s.writeDeletionRequests(ctx, b.DeletionRequests); err != nil {
+		return fmt.Errorf("write deletion requests: %w", err)
 	}
 	if err := s.writePersons(ctx, b.Persons); err != nil {
 		return fmt.Errorf("write persons: %w", err)
@@ -214,6 +223,24 @@ func (s *Store) writeWarnings(ctx context.Context, warnings []fold.Warning) erro
 			return err
 		}
 		if err := batch.Append(w.ProjectID, w.Seq, w.Type, string(details), w.Timestamp); err != nil {
+			batch.Abort()
+			return err
+		}
+	}
+	return batch.Send()
+}
+
+func (s *Store) writeDeletionRequests(ctx context.Context, reqs []fold.DeletionRequest) error {
+	if len(reqs) == 0 {
+		return nil
+	}
+	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO person_deletion_requests (project_id, person_id, person_uuid, request_seq, status, requested_at, started_at, verified_at, events_deleted, version)`)
+	if err != nil {
+		return err
+	}
+	for _, r := range reqs {
+		if err := batch.Append(r.ProjectID, r.PersonID, r.PersonUUID, r.RequestSeq, "pending", r.RequestedAt.UTC(),
+			time.Unix(0, 0).UTC(), time.Unix(0, 0).UTC(), uint64(0), r.RequestSeq); err != nil {
 			batch.Abort()
 			return err
 		}

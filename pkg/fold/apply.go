@@ -14,6 +14,8 @@ const (
 	EventCreateAlias      = "$create_alias"
 	EventMergeDangerously = "$merge_dangerously"
 	EventDeleteProperty   = "$delete_person_property"
+	EventDeletePerson     = "$delete_person"
+	EventSplitPerson      = "$split_person"
 )
 
 // WarningCannotMergeAlreadyIdentified is raised when an $identify or
@@ -40,6 +42,12 @@ func mergeSource(ev event.Event) (string, bool) {
 // error from the Loader is returned; every event is foldable.
 func (f *Folder) Apply(ctx context.Context, in Input) (Resolved, error) {
 	ev := in.Event
+	switch ev.Event {
+	case EventDeletePerson:
+		return f.deletePerson(ctx, in)
+	case EventSplitPerson:
+		return f.splitPerson(ctx, in)
+	}
 	other, dangerous := mergeSource(ev)
 	if other != "" && other != ev.DistinctID && !person.IllegalDistinctID(other) && !person.IllegalDistinctID(ev.DistinctID) {
 		return f.merge(ctx, in, other, dangerous)
@@ -53,7 +61,10 @@ func (f *Folder) Apply(ctx context.Context, in Input) (Resolved, error) {
 			return Resolved{}, err
 		}
 	}
-	f.update(p, in, ev.Event == EventIdentify)
+	before, after := f.update(p, in, ev.Event == EventIdentify)
+	if a := actorOf(ev); a != nil && len(before)+len(after) > 0 {
+		f.recordUpdate(in, a, p, before, after)
+	}
 	return resolved(p), nil
 }
 
@@ -225,7 +236,7 @@ func (f *Folder) assign(in Input, distinctID string, p *personState) {
 	}
 	if d != nil && !d.row.IsDeleted {
 		// A person deleted by a merge keeps its list as a record.
-		if old, ok := f.persons[personKey{in.ProjectID, d.row.PersonID}]; ok && !old.row.IsDeleted && in.Seq > old.row.Version {
+		if old, ok := f.persons[personKey{in.ProjectID, d.row.PersonID}]; ok && !old.row.IsDeleted && (in.Seq > old.row.Version || old.dirtyAt(in.Seq)) {
 			old.row.DistinctIDs = removeString(old.row.DistinctIDs, distinctID)
 			f.touch(old, in.Seq)
 		}
@@ -253,34 +264,53 @@ func (f *Folder) own(in Input, p *personState, distinctID string) {
 }
 
 // update applies $set_once, $set and $unset (in that order) and, for
-// $identify, marks the person identified.
-func (f *Folder) update(p *personState, in Input, identify bool) {
+// $identify, marks the person identified. For events made through the API
+// (with an actor) it returns the changed keys' values before and after,
+// for the activity log; otherwise nil maps.
+func (f *Folder) update(p *personState, in Input, identify bool) (before, after map[string]any) {
 	if in.Seq <= p.row.Version && !p.dirtyAt(in.Seq) {
-		return
+		return nil, nil
 	}
 	ev := in.Event
+	track := ev.Properties["$actor"] != nil
+	if track {
+		before, after = map[string]any{}, map[string]any{}
+	}
 	changed := false
 	props := p.row.Properties
 	if props == nil {
 		props = map[string]any{}
 		p.row.Properties = props
 	}
+	note := func(k string, old any, had bool, v any, has bool) {
+		changed = true
+		if track {
+			if _, seen := before[k]; !seen && had {
+				before[k] = old
+			}
+			if has {
+				after[k] = v
+			} else {
+				delete(after, k)
+			}
+		}
+	}
 	for k, v := range ev.SetOnce {
 		if _, ok := props[k]; !ok {
 			props[k] = v
-			changed = true
+			note(k, nil, false, v, true)
 		}
 	}
 	for k, v := range ev.Set {
 		if old, ok := props[k]; !ok || !propsEqual(old, v) {
 			props[k] = v
-			changed = true
+			note(k, old, ok, v, true)
 		}
 	}
 	for _, k := range ev.Unset {
-		if _, ok := props[k]; ok {
+		if old, ok := props[k]; ok {
 			delete(props, k)
-			changed = true
+			note(k, old, true, nil, false)
 		}
 	}
 	if identify && !p.row.IsIdentified {
@@ -290,6 +320,7 @@ func (f *Folder) update(p *personState, in Input, identify bool) {
 	if changed {
 		f.touch(p, in.Seq)
 	}
+	return before, after
 }
 
 // dirtyAt reports whether p was already changed by the event at seq in

@@ -66,6 +66,19 @@ var ruleCases = []struct {
 	{"same ids: no merge",
 		[]string{`{"event":"$identify","distinct_id":"a","properties":{"$anon_distinct_id":"a"}}`},
 		[]string{`[a] {} identified`}},
+	{"delete removes the person and its ids; a reused id starts afresh",
+		[]string{`{"distinct_id":"a","$set":{"x":1}}`, `{"event":"$identify","distinct_id":"b","properties":{"$anon_distinct_id":"a"}}`,
+			`{"event":"$delete_person","distinct_id":"b","properties":{"$person_id":1}}`, `{"distinct_id":"a","$set":{"y":2}}`},
+		[]string{`[a] {"y":2}`}},
+	{"delete of an unknown or deleted person does nothing",
+		[]string{`{"distinct_id":"a"}`, `{"event":"$delete_person","distinct_id":"a","properties":{"$person_id":7}}`},
+		[]string{`[a] {}`}},
+	{"split moves the listed ids to persons of their own",
+		[]string{`{"distinct_id":"a","$set":{"x":1}}`, `{"event":"$identify","distinct_id":"b","properties":{"$anon_distinct_id":"a"}}`,
+			`{"event":"$create_alias","distinct_id":"b","properties":{"alias":"c"}}`,
+			`{"event":"$split_person","distinct_id":"b","properties":{"$person_id":1,"$split_distinct_ids":["a","c","zzz"]}}`,
+			`{"distinct_id":"c","$set":{"c":1}}`},
+		[]string{`[a] {}`, `[b] {"x":1} identified`, `[c] {"c":1}`}},
 	{"chained merges carry every id",
 		[]string{`{"distinct_id":"a","$set":{"a":1}}`, `{"distinct_id":"b","$set":{"b":1}}`, `{"distinct_id":"c","$set":{"c":1}}`,
 			`{"event":"$merge_dangerously","distinct_id":"b","properties":{"alias":"a"}}`,
@@ -135,7 +148,11 @@ func randomEvents(seed int64, n, ids int) []string {
 	var out []string
 	for i := 0; i < n; i++ {
 		var js string
-		switch k := r.Intn(10); {
+		switch k := r.Intn(12); {
+		case k == 10 && i > 0:
+			js = fmt.Sprintf(`{"event":"$delete_person","distinct_id":"x","properties":{"$person_id":%d,"$delete_events":%v,"$actor":{"key_id":"k","organization_id":"o"}}}`, 1+r.Intn(i), r.Intn(2) == 0)
+		case k == 11 && i > 0:
+			js = fmt.Sprintf(`{"event":"$split_person","distinct_id":"x","properties":{"$person_id":%d,"$split_distinct_ids":[%q,%q],"$actor":{"key_id":"k","organization_id":"o"}}}`, 1+r.Intn(i), id(), id())
 		case k < 3:
 			js = fmt.Sprintf(`{"distinct_id":%q,"$set":{"k%d":%d}}`, id(), r.Intn(5), r.Intn(3))
 		case k < 4:
@@ -229,5 +246,38 @@ func TestCrashBetweenWrites(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestActivityAndDeletionRequests(t *testing.T) {
+	store := newMemStore()
+	f := New(store)
+	ctx := context.Background()
+	events := []string{
+		`{"distinct_id":"a","$set":{"x":1,"y":1}}`,
+		`{"event":"$set","distinct_id":"a","$set":{"x":2,"z":3},"properties":{"$actor":{"key_id":"k","key_label":"ci","organization_id":"o"}}}`,
+		`{"event":"$set","distinct_id":"a","$set":{"x":2},"properties":{"$actor":{"key_id":"k","organization_id":"o"}}}`,
+		`{"event":"$delete_person_property","distinct_id":"a","$unset":["y"],"properties":{"$actor":{"key_id":"k","organization_id":"o"}}}`,
+		`{"event":"$delete_person","distinct_id":"a","properties":{"$person_id":1,"$delete_events":true,"$actor":{"key_id":"k","organization_id":"o"}}}`,
+	}
+	for i, js := range events {
+		if _, err := f.Apply(ctx, Input{ProjectID: 1, Seq: uint64(i + 1), Event: ev(t, i+1, js)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := f.Flush()
+	var kinds []string
+	for _, a := range b.Activity {
+		kinds = append(kinds, a.Activity)
+	}
+	if fmt.Sprint(kinds) != "[updated delete_property deleted]" {
+		t.Fatalf("activity: %v", kinds)
+	}
+	up := b.Activity[0].Detail.Changes[0]
+	if fmt.Sprint(up.Before) != "map[x:1]" || fmt.Sprint(up.After) != "map[x:2 z:3]" || b.Activity[0].UserLabel != "ci" {
+		t.Fatalf("updated change: %+v", up)
+	}
+	if len(b.DeletionRequests) != 1 || b.DeletionRequests[0].PersonID != 1 || b.DeletionRequests[0].RequestSeq != 5 {
+		t.Fatalf("deletion requests: %+v", b.DeletionRequests)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/event"
 )
 
@@ -37,8 +38,10 @@ type Folder struct {
 	loader  Loader
 	persons map[personKey]*personState
 	dids    map[didKey]*didState
-	// warnings raised since the last Flush.
-	warnings []Warning
+	// warnings, activity and deletion requests since the last Flush.
+	warnings  []Warning
+	activity  []activity.Entry
+	deletions []DeletionRequest
 	// MaxCached bounds the number of clean persons kept after a Flush;
 	// zero means no bound.
 	MaxCached int
@@ -58,7 +61,7 @@ func New(loader Loader) *Folder {
 func (f *Folder) Reset() {
 	f.persons = map[personKey]*personState{}
 	f.dids = map[didKey]*didState{}
-	f.warnings = nil
+	f.warnings, f.activity, f.deletions = nil, nil, nil
 }
 
 // Cached reports how many persons and distinct ids are held in memory.
@@ -75,6 +78,11 @@ func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
 		}
 		if _, ok := f.dids[didKey{in.ProjectID, in.Event.DistinctID}]; !ok {
 			ids[in.ProjectID] = append(ids[in.ProjectID], in.Event.DistinctID)
+		}
+		for _, d := range splitIDs(in.Event) {
+			if _, ok := f.dids[didKey{in.ProjectID, d}]; !ok && d != "" {
+				ids[in.ProjectID] = append(ids[in.ProjectID], d)
+			}
 		}
 		if other, _ := mergeSource(in.Event); other != "" {
 			if _, ok := f.dids[didKey{in.ProjectID, other}]; !ok {
@@ -190,6 +198,8 @@ func (f *Folder) Flush() Batch {
 		return a.ProjectID < c.ProjectID || a.ProjectID == c.ProjectID && a.DistinctID < c.DistinctID
 	})
 	b.Warnings, f.warnings = f.warnings, nil
+	b.Activity, f.activity = f.activity, nil
+	b.DeletionRequests, f.deletions = f.deletions, nil
 	f.evict()
 	return b
 }

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/personhub/personhub/pkg/activity"
 )
 
 // PersonRow is one version of a person, as stored.
@@ -107,12 +109,24 @@ type Warning struct {
 
 // Batch is what Flush hands out: the newest version of every person and
 // distinct id changed since the previous Flush, and the warnings raised.
+//
+// Activity entries and deletion requests exist only for changes that were
+// applied in this fold (not ones a redelivery finds already applied), so
+// they must be written before the person rows: see docs/architecture.md.
 type Batch struct {
-	Persons     []PersonRow
-	DistinctIDs []DistinctIDRow
-	Warnings    []Warning
+	Persons          []PersonRow
+	DistinctIDs      []DistinctIDRow
+	Warnings         []Warning
+	Activity         []activity.Entry
+	DeletionRequests []DeletionRequest
 }
 
-func (b Batch) Empty() bool {
-	return len(b.Persons) == 0 && len(b.DistinctIDs) == 0 && len(b.Warnings) == 0
+// DeletionRequest asks for the events of a deleted person to be deleted:
+// those with a stream sequence up to RequestSeq.
+type DeletionRequest struct {
+	ProjectID   uint64
+	PersonID    uint64
+	PersonUUID  uuid.UUID
+	RequestSeq  uint64
+	RequestedAt time.Time
 }

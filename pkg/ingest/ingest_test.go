@@ -140,8 +140,9 @@ func TestFoldsIntoClickHouse(t *testing.T) {
 	}
 }
 
-// flakyStore fails WriteBatch at chosen points, after writing part of the
-// batch for real, the way a process killed mid-write would leave it.
+// flakyStore fails WriteBatch at chosen points, after writing a prefix of
+// the batch (in WriteRows' order) for real, the way a process killed
+// mid-write would leave it.
 type flakyStore struct {
 	*chstore.Store
 	calls atomic.Int64
@@ -157,10 +158,11 @@ func (f *flakyStore) WriteBatch(ctx context.Context, events []chstore.EventRow, 
 	switch (n / f.every) % 4 {
 	case 0:
 		_ = f.Store.WriteRows(ctx, events[:len(events)/2], fold.Batch{})
-	case 1:
-		_ = f.Store.WriteRows(ctx, events, fold.Batch{Persons: b.Persons})
-	case 2:
-		_ = f.Store.WriteRows(ctx, events, fold.Batch{Persons: b.Persons, DistinctIDs: b.DistinctIDs[:len(b.DistinctIDs)/2]})
+	case 1: // stopped after the person rows
+		_ = f.Store.WriteRows(ctx, events, fold.Batch{Activity: b.Activity, DeletionRequests: b.DeletionRequests, Persons: b.Persons})
+	case 2: // stopped half way through the distinct id rows
+		_ = f.Store.WriteRows(ctx, events, fold.Batch{Activity: b.Activity, DeletionRequests: b.DeletionRequests,
+			Persons: b.Persons, DistinctIDs: b.DistinctIDs[:len(b.DistinctIDs)/2]})
 	case 3:
 		_ = f.Store.WriteRows(ctx, events, b)
 	}

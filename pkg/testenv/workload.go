@@ -25,7 +25,13 @@ func Workload(seed int64, n, ids int) []string {
 	}
 	out := make([]string, 0, n)
 	for i := 0; i < n; i++ {
-		switch k := r.Intn(12); {
+		switch k := r.Intn(14); {
+		case k == 12 && i > 0:
+			// Person ids are stream sequences: name a person that may
+			// or may not exist (then the event changes nothing).
+			out = append(out, fmt.Sprintf(`{"event":"$delete_person","distinct_id":"api","properties":{"$person_id":%d,"$delete_events":%v,"$actor":{"key_id":"k1","key_label":"test","organization_id":"o1"}}}`, 1+r.Intn(i), r.Intn(2) == 0))
+		case k == 13 && i > 0:
+			out = append(out, fmt.Sprintf(`{"event":"$split_person","distinct_id":"api","properties":{"$person_id":%d,"$split_distinct_ids":[%q,%q],"$actor":{"key_id":"k1","key_label":"test","organization_id":"o1"}}}`, 1+r.Intn(i), id(), id()))
 		case k < 4:
 			out = append(out, fmt.Sprintf(`{"event":"e","distinct_id":%q,"$set":{"k%d":%d}}`, id(), r.Intn(6), r.Intn(4)))
 		case k < 5:
@@ -39,7 +45,7 @@ func Workload(seed int64, n, ids int) []string {
 		case k < 9:
 			out = append(out, fmt.Sprintf(`{"event":"$merge_dangerously","distinct_id":%q,"properties":{"alias":%q}}`, id(), id()))
 		case k < 10:
-			out = append(out, fmt.Sprintf(`{"event":"$delete_person_property","distinct_id":%q,"$unset":["k%d"]}`, id(), r.Intn(6)))
+			out = append(out, fmt.Sprintf(`{"event":"$delete_person_property","distinct_id":%q,"$unset":["k%d"],"properties":{"$actor":{"key_id":"k1","key_label":"test","organization_id":"o1"}}}`, id(), r.Intn(6)))
 		default:
 			out = append(out, fmt.Sprintf(`{"event":"$pageview","distinct_id":%q}`, id()))
 		}
@@ -56,6 +62,8 @@ func Snapshot(t testing.TB, store *chstore.Store) string {
 		"SELECT project_id, distinct_id, person_id, is_deleted, version FROM person_distinct_ids FINAL ORDER BY project_id, distinct_id",
 		"SELECT project_id, uuid, event, distinct_id, person_id, person_uuid, timestamp, properties, seq FROM events FINAL ORDER BY seq",
 		"SELECT project_id, seq, type, details FROM ingestion_warnings FINAL ORDER BY project_id, seq, type",
+		"SELECT id, organization_id, project_id, scope, item_id, activity, detail, user_key_id, created_at FROM activity_log FINAL ORDER BY id",
+		"SELECT project_id, person_id, person_uuid, request_seq, status, requested_at FROM person_deletion_requests FINAL ORDER BY project_id, person_id",
 		"SELECT count() FROM (SELECT uuid FROM events FINAL GROUP BY uuid HAVING count() > 1)",
 	}
 	var b strings.Builder

@@ -1,0 +1,249 @@
+package fold
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/personhub/personhub/pkg/activity"
+	"github.com/personhub/personhub/pkg/event"
+	"github.com/personhub/personhub/pkg/person"
+)
+
+// Properties of the events the API publishes for person writes (see
+// docs/events.md, "Person writes").
+const (
+	PropActor          = "$actor"
+	PropPersonID       = "$person_id"
+	PropDeleteEvents   = "$delete_events"
+	PropSplitIDs       = "$split_distinct_ids"
+	PropSplitMainID    = "$main_distinct_id"
+	MaxSplitPerEvent   = 256
+	splitPersonIDsBase = uint64(1) << 52
+)
+
+// Actor is who made a change through the API.
+type Actor struct {
+	KeyID          string `json:"key_id"`
+	KeyLabel       string `json:"key_label"`
+	OrganizationID string `json:"organization_id"`
+}
+
+// actorOf returns the event's actor, or nil for captured events.
+func actorOf(ev event.Event) *Actor {
+	m, ok := ev.Properties[PropActor].(map[string]any)
+	if !ok {
+		return nil
+	}
+	a := &Actor{}
+	a.KeyID, _ = m["key_id"].(string)
+	a.KeyLabel, _ = m["key_label"].(string)
+	a.OrganizationID, _ = m["organization_id"].(string)
+	return a
+}
+
+// SplitPersonID is the integer id of the i-th person created by the split
+// event at stream sequence seq: above every id an ordinary event can give
+// (a stream sequence), unique, and the same on every replay. JavaScript
+// clients read it exactly while seq < 2^44.
+func SplitPersonID(seq uint64, i int) uint64 {
+	return splitPersonIDsBase + seq*MaxSplitPerEvent + uint64(i)
+}
+
+func numberProp(props map[string]any, key string) (uint64, bool) {
+	switch v := props[key].(type) {
+	case json.Number:
+		n, err := strconv.ParseUint(v.String(), 10, 64)
+		return n, err == nil
+	case float64:
+		return uint64(v), v >= 0
+	}
+	return 0, false
+}
+
+// personByID returns a person loaded by id, or nil when it does not exist.
+func (f *Folder) personByID(ctx context.Context, project, id uint64) (*personState, error) {
+	k := personKey{project, id}
+	if _, ok := f.persons[k]; !ok {
+		if err := f.loadPersons(ctx, project, []uint64{id}); err != nil {
+			return nil, err
+		}
+	}
+	return f.persons[k], nil
+}
+
+// deletePerson folds $delete_person: the person named by $person_id and
+// every distinct id it owns get tombstones. A distinct id seen again later
+// creates a fresh person.
+func (f *Folder) deletePerson(ctx context.Context, in Input) (Resolved, error) {
+	ev := in.Event
+	id, ok := numberProp(ev.Properties, PropPersonID)
+	if !ok {
+		return Resolved{}, nil
+	}
+	p, err := f.personByID(ctx, in.ProjectID, id)
+	if err != nil || p == nil {
+		return Resolved{}, err
+	}
+	res := resolved(p)
+	switch {
+	case p.row.IsDeleted && p.row.Version == in.Seq:
+		// Redelivered after a crash: the person row was written;
+		// finish the distinct ids below.
+	case p.row.IsDeleted || in.Seq <= p.row.Version:
+		// Deleted before, or merged away: nothing to do.
+		return res, nil
+	default:
+		if a := actorOf(ev); a != nil {
+			f.recordActivity(in, a, p, "deleted", nil)
+		}
+		if ev.Properties[PropDeleteEvents] == true {
+			f.deletions = append(f.deletions, DeletionRequest{
+				ProjectID: in.ProjectID, PersonID: p.row.ID, PersonUUID: p.row.UUID,
+				RequestSeq: in.Seq, RequestedAt: ev.Timestamp,
+			})
+		}
+		p.row.IsDeleted = true
+		f.touch(p, in.Seq)
+	}
+	for _, d := range p.row.DistinctIDs {
+		f.tombstone(in, d, p.row.ID)
+	}
+	return res, nil
+}
+
+// tombstone marks distinctID as owned by no one (unless a later event
+// already changed it).
+func (f *Folder) tombstone(in Input, distinctID string, owner uint64) {
+	k := didKey{in.ProjectID, distinctID}
+	d := f.dids[k]
+	if d != nil && (d.row.Version >= in.Seq || d.row.IsDeleted || d.row.PersonID != owner) {
+		return
+	}
+	next := &didState{row: DistinctIDRow{ProjectID: in.ProjectID, DistinctID: distinctID, PersonID: owner, IsDeleted: true, Version: in.Seq}, dirty: true}
+	if d != nil {
+		next.base = d.base
+		if !d.dirty && d.row.Version > 0 {
+			next.base = d.row.owner()
+		}
+	}
+	f.dids[k] = next
+}
+
+// splitPerson folds $split_person: each distinct id in $split_distinct_ids
+// that the person still owns moves to a new person of its own (uuid by the
+// uuid5 rule, id by SplitPersonID); the person keeps the others.
+func (f *Folder) splitPerson(ctx context.Context, in Input) (Resolved, error) {
+	ev := in.Event
+	id, ok := numberProp(ev.Properties, PropPersonID)
+	if !ok {
+		return Resolved{}, nil
+	}
+	p, err := f.personByID(ctx, in.ProjectID, id)
+	if err != nil || p == nil || p.row.IsDeleted {
+		return Resolved{}, err
+	}
+	list := splitIDs(ev)
+	fresh := in.Seq > p.row.Version || p.dirtyAt(in.Seq)
+	var moved []any
+	for i, d := range list {
+		// The id moves when p owns it at this point of the log. The
+		// distinct id state says so reliably even on a redelivery after
+		// a crash, when p's stored row may already be the split one.
+		k := didKey{in.ProjectID, d}
+		if d == "" {
+			continue
+		}
+		if _, ok := f.dids[k]; !ok {
+			if err := f.loadDistinctIDs(ctx, in.ProjectID, []string{d}); err != nil {
+				return Resolved{}, err
+			}
+		}
+		if dd := f.dids[k]; dd.row.IsDeleted || dd.row.PersonID != p.row.ID || dd.row.Version >= in.Seq {
+			continue
+		}
+		np, err := f.createSplit(ctx, in, d, SplitPersonID(in.Seq, i))
+		if err != nil {
+			return Resolved{}, err
+		}
+		f.assign(in, d, np) // also takes d out of p's list
+		moved = append(moved, d)
+	}
+	if !fresh {
+		return resolved(p), nil
+	}
+	if a := actorOf(ev); a != nil && len(moved) > 0 {
+		f.recordActivity(in, a, p, "split_person", []activity.Change{{
+			Type: "Person", Action: "split", Field: "distinct_ids",
+			Before: nil, After: map[string]any{"distinct_ids": moved},
+		}})
+	}
+	return resolved(p), nil
+}
+
+// splitIDs returns the distinct ids a split event moves (at most
+// MaxSplitPerEvent; others are ignored).
+func splitIDs(ev event.Event) []string {
+	if ev.Event != EventSplitPerson {
+		return nil
+	}
+	list, _ := ev.Properties[PropSplitIDs].([]any)
+	var out []string
+	for i, raw := range list {
+		if d, ok := raw.(string); ok && i < MaxSplitPerEvent {
+			out = append(out, d)
+		} else {
+			out = append(out, "")
+		}
+	}
+	return out
+}
+
+// createSplit makes (or, on a redelivery, finds) the person a split gives
+// distinctID.
+func (f *Folder) createSplit(ctx context.Context, in Input, distinctID string, id uint64) (*personState, error) {
+	k := personKey{in.ProjectID, id}
+	if _, ok := f.persons[k]; !ok && in.Redelivered {
+		if err := f.loadPersons(ctx, in.ProjectID, []uint64{id}); err != nil {
+			return nil, err
+		}
+	}
+	if p, ok := f.persons[k]; ok && p.row.Version >= in.Seq {
+		return p, nil
+	}
+	p := &personState{row: PersonRow{
+		ProjectID: in.ProjectID, ID: id, UUID: person.UUIDFor(in.ProjectID, distinctID),
+		Properties: map[string]any{}, CreatedAt: in.Event.Timestamp,
+	}}
+	f.persons[k] = p
+	f.touch(p, in.Seq)
+	return p, nil
+}
+
+// recordUpdate adds the activity entry of a property change made through
+// the API.
+func (f *Folder) recordUpdate(in Input, a *Actor, p *personState, before, after map[string]any) {
+	kind := "updated"
+	if in.Event.Event == EventDeleteProperty {
+		kind = "delete_property"
+	}
+	f.recordActivity(in, a, p, kind, []activity.Change{{
+		Type: "Person", Action: "changed", Field: "properties", Before: before, After: after,
+	}})
+}
+
+// recordActivity adds an activity entry whose id is the event's uuid, so a
+// replay writes the same entry.
+func (f *Folder) recordActivity(in Input, a *Actor, p *personState, kind string, changes []activity.Change) {
+	if changes == nil {
+		changes = []activity.Change{}
+	}
+	name := person.DisplayName(p.row.Properties, p.row.DistinctIDs, p.row.ID)
+	f.activity = append(f.activity, activity.Entry{
+		ID: in.Event.UUID, OrganizationID: a.OrganizationID, ProjectID: in.ProjectID,
+		Scope: "Person", ItemID: fmt.Sprint(p.row.ID), Activity: kind,
+		Detail:    activity.Detail{Changes: changes, Name: &name},
+		UserKeyID: a.KeyID, UserLabel: a.KeyLabel, CreatedAt: in.Event.Timestamp,
+	})
+}
