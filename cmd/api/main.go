@@ -19,9 +19,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/appconfig"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/httpapi"
+	"github.com/personhub/personhub/pkg/progress"
 )
 
 func main() {
@@ -51,6 +53,8 @@ func run(args []string) error {
 	common.Bind(fs)
 	addr := fs.String("addr", appconfig.Env("API_ADDR", "127.0.0.1:8000"), "listen address (env API_ADDR)")
 	publicURL := fs.String("public-url", appconfig.Env("API_PUBLIC_URL", ""), "base of absolute URLs in responses; default: from the request (env API_PUBLIC_URL)")
+	writeWait := fs.Duration("write-wait", appconfig.EnvDuration("API_WRITE_WAIT", 5*time.Second), "how long a person write waits to be visible before answering 202 (env API_WRITE_WAIT)")
+	consumer := fs.String("ingester-consumer", appconfig.Env("INGESTER_CONSUMER", "ingester"), "the ingester whose progress writes wait on (env INGESTER_CONSUMER)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -92,6 +96,16 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	kv, err := progress.Open(ctx, js)
+	if err != nil {
+		return err
+	}
+	watcher, err := progress.Watch(ctx, kv, *consumer)
+	if err != nil {
+		return err
+	}
+	defer watcher.Stop()
+	api.SetPersonWrites(httpapi.PersonWrites{JS: js, Progress: watcher, Activity: activity.New(store.Conn()), Wait: *writeWait})
 	srv := &http.Server{Addr: *addr, Handler: api.Handler(reg), ReadHeaderTimeout: 10 * time.Second}
 	log.Info("api listening", "addr", *addr)
 	// Serve returns after in-flight requests finish; the deferred closes

@@ -8,8 +8,8 @@ package main
 import (
 	"errors"
 	"flag"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,12 +21,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/appconfig"
 	"github.com/personhub/personhub/pkg/chlocal"
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/httpapi"
 	"github.com/personhub/personhub/pkg/ingest"
+	"github.com/personhub/personhub/pkg/progress"
 	"github.com/personhub/personhub/pkg/stream"
 )
 
@@ -146,6 +148,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	kv, err := progress.Open(ctx, js)
+	if err != nil {
+		return err
+	}
+	watcher, err := progress.Watch(ctx, kv, ingest.DefaultConfig().Consumer)
+	if err != nil {
+		return err
+	}
+	defer watcher.Stop()
+	api.SetPersonWrites(httpapi.PersonWrites{JS: js, Progress: watcher, Activity: activity.New(store.Conn())})
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
 	wg.Add(2)

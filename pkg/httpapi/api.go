@@ -17,6 +17,7 @@ import (
 
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/controlplane"
+	"github.com/personhub/personhub/pkg/plugin"
 )
 
 // Persons is what the API reads persons from.
@@ -51,6 +52,8 @@ type API struct {
 	requests  *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
 	ready     func(ctx context.Context) error
+	plugins   *plugin.Service // nil: plugin routes are not served (SetPlugins)
+	writes    *PersonWrites
 }
 
 // New builds the API. ready reports whether backing services answer.
@@ -82,7 +85,47 @@ func (a *API) Handler(gatherer prometheus.Gatherer) http.Handler {
 	route("GET", "/api/projects/", []string{"project:read"}, a.listProjects)
 	route("GET", "/api/projects/{project_id}/", []string{"project:read"}, a.getProject)
 	route("GET", "/api/projects/{project_id}/persons/", read, a.listPersons)
+	// Collection routes come before {id}, which would match their names.
+	if a.writes != nil {
+		route("GET", "/api/projects/{project_id}/persons/activity/", []string{"activity_log:read"}, a.personActivity)
+	}
 	route("GET", "/api/projects/{project_id}/persons/{id}/", read, a.getPerson)
+	if a.writes != nil {
+		write := []string{"person:write"}
+		activity := []string{"activity_log:read"}
+		route("PATCH", "/api/projects/{project_id}/persons/{id}/", write, a.updatePerson)
+		route("DELETE", "/api/projects/{project_id}/persons/{id}/", write, a.deletePerson)
+		route("POST", "/api/projects/{project_id}/persons/{id}/update_property/", write, a.updateProperty)
+		route("POST", "/api/projects/{project_id}/persons/{id}/delete_property/", write, a.deleteProperty)
+		route("POST", "/api/projects/{project_id}/persons/{id}/split/", write, a.splitPersonHandler)
+		route("GET", "/api/projects/{project_id}/persons/{id}/activity/", activity, a.personActivity)
+	}
+
+	if a.plugins != nil {
+		// Pipeline transformations (plugins.go) and plugin configs
+		// (plugin_configs.go); named routes come before {id}.
+		pr, pw := []string{"plugin:read"}, []string{"plugin:write"}
+		pt := "/api/organizations/{organization_id}/pipeline_transformations/"
+		route("GET", pt, pr, a.listPlugins)
+		route("POST", pt, pw, a.createPlugin)
+		route("GET", pt+"repository/", pr, a.pluginRepository)
+		route("GET", pt+"unused/", pr, a.unusedPlugins)
+		route("GET", pt+"exports_unsubscribe_configs/", pr, a.exportsUnsubscribeConfigs)
+		route("GET", pt+"activity/", pr, a.pluginActivity)
+		route("GET", pt+"{id}/", pr, a.getPlugin)
+		route("PATCH", pt+"{id}/", pw, a.patchPlugin)
+		route("DELETE", pt+"{id}/", pw, a.deletePlugin)
+		route("GET", pt+"{id}/check_for_updates/", pr, a.checkPluginUpdates)
+		route("GET", pt+"{id}/source/", pr, a.pluginSource)
+		route("PATCH", pt+"{id}/update_source/", pw, a.updatePluginSource)
+		route("POST", pt+"{id}/upgrade/", pw, a.upgradePlugin)
+		pc := "/api/projects/{project_id}/plugin_configs/"
+		route("GET", pc, pr, a.listPluginConfigs)
+		route("POST", pc, pw, a.createPluginConfig)
+		route("GET", pc+"{id}/", pr, a.getPluginConfig)
+		route("PATCH", pc+"{id}/", pw, a.patchPluginConfig)
+		route("DELETE", pc+"{id}/", pw, a.deletePluginConfig)
+	}
 
 	r.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })

@@ -15,9 +15,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/ingest"
+	"github.com/personhub/personhub/pkg/progress"
 	"github.com/personhub/personhub/pkg/stream"
 	"github.com/personhub/personhub/pkg/testenv"
 )
@@ -38,9 +40,16 @@ type env struct {
 	keyRead  string // org A, person:read only
 	keyB     string // org B, "*"
 	keyAID   string
+	// writeWait is how long writes wait for the ingester.
+	writeWait time.Duration
 }
 
 func newEnv(t *testing.T) *env {
+	return newEnvWait(t, 10*time.Second)
+}
+
+// newEnvWait is newEnv with the time writes wait for the ingester.
+func newEnvWait(t *testing.T, wait time.Duration) *env {
 	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -51,7 +60,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(cp.Close)
-	e := &env{t: t, nats: n, store: store, cp: cp}
+	e := &env{t: t, nats: n, store: store, cp: cp, writeWait: wait}
 	orgA, _ := cp.CreateOrganization(ctx, "A")
 	orgB, _ := cp.CreateOrganization(ctx, "B")
 	if e.projectA, err = cp.CreateProject(ctx, orgA.ID, "a"); err != nil {
@@ -71,6 +80,19 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := stream.Ensure(ctx, n.JS, stream.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := progress.Open(ctx, n.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watcher, err := progress.Watch(ctx, kv, ingest.DefaultConfig().Consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(watcher.Stop)
+	api.SetPersonWrites(PersonWrites{JS: n.JS, Progress: watcher, Activity: activity.New(store.Conn()), Wait: e.writeWait})
 	srv := httptest.NewServer(api.Handler(reg))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
@@ -121,6 +143,67 @@ func (e *env) ingest(project uint64, events ...string) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// publishRaw publishes one envelope (uuid and timestamp added) and returns
+// its stream sequence.
+func (e *env) publishRaw(project uint64, ev string) uint64 {
+	e.t.Helper()
+	id := uuid.NewString()
+	body := fmt.Sprintf(`{"uuid":%q,"timestamp":%q,%s`, id, time.Now().UTC().Format(time.RFC3339), strings.TrimPrefix(ev, "{"))
+	ack, err := stream.Publish(context.Background(), e.nats.JS, project, id, []byte(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+// waitSeq waits until the ingester committed seq.
+func (e *env) waitSeq(seq uint64) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if got, _ := e.store.LastCommitted(context.Background(), ingest.DefaultConfig().Consumer); got >= seq {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return fmt.Errorf("ingester did not commit %d", seq)
+}
+
+// startIngester runs the ingester until the test ends.
+func (e *env) startIngester() {
+	cfg := ingest.DefaultConfig()
+	cfg.BatchWait = 10 * time.Millisecond
+	ing, err := ingest.New(cfg, e.nats.JS, e.store, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ing.Run(ctx) }()
+	e.t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			e.t.Errorf("ingester: %v", err)
+		}
+	})
+}
+
+// send makes a request with a JSON body.
+func (e *env) send(method, key, path, body string) response {
+	e.t.Helper()
+	req, _ := http.NewRequest(method, e.url+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	return response{status: res.StatusCode, header: res.Header, body: raw}
 }
 
 // response is a decoded API answer.

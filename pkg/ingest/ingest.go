@@ -24,6 +24,7 @@ import (
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/fold"
+	"github.com/personhub/personhub/pkg/progress"
 	"github.com/personhub/personhub/pkg/stream"
 )
 
@@ -71,12 +72,13 @@ type Store interface {
 
 // Ingester consumes the events stream.
 type Ingester struct {
-	cfg     Config
-	js      jetstream.JetStream
-	store   Store
-	log     *slog.Logger
-	metrics *metrics
-	folder  *fold.Folder
+	progress jetstream.KeyValue
+	cfg      Config
+	js       jetstream.JetStream
+	store    Store
+	log      *slog.Logger
+	metrics  *metrics
+	folder   *fold.Folder
 }
 
 // New returns an ingester; Run starts it.
@@ -95,13 +97,20 @@ type pending struct {
 	seq  uint64
 	in   fold.Input
 	skip bool   // already committed: acknowledge only
+	// last: the stream had nothing more for the consumer when this was
+	// delivered, so the batch need not wait to fill.
+	last bool
 	dead string // reason, when the message goes to the dead-letter stream
 }
 
 // Run consumes until ctx is cancelled. On cancellation it stops pulling,
 // flushes the batch in hand, acknowledges it and returns nil.
 func (i *Ingester) Run(ctx context.Context) error {
-	if err := stream.Ensure(ctx, i.js, stream.Config{}); err != nil {
+	err := stream.Ensure(ctx, i.js, stream.Config{})
+	if err != nil {
+		return err
+	}
+	if i.progress, err = progress.Open(ctx, i.js); err != nil {
 		return err
 	}
 	if err := i.recover(ctx); err != nil {
@@ -232,7 +241,7 @@ func backoff(attempt int) time.Duration {
 }
 
 // collect gathers up to BatchSize messages, waiting at most BatchWait after
-// the first one.
+// the first one, and not at all once the stream has nothing more.
 func (i *Ingester) collect(ctx context.Context, iter jetstream.MessagesContext) ([]*pending, error) {
 	var batch []*pending
 	var deadline time.Time
@@ -244,6 +253,11 @@ func (i *Ingester) collect(ctx context.Context, iter jetstream.MessagesContext) 
 			wait := time.Until(deadline)
 			if wait <= 0 || ctx.Err() != nil {
 				break
+			}
+			if batch[len(batch)-1].last {
+				// Caught up: take what the client has buffered, then
+				// flush at once, so a write is visible in milliseconds.
+				wait = min(wait, time.Millisecond)
 			}
 			opts = append(opts, jetstream.NextMaxWait(wait))
 		}
@@ -271,6 +285,7 @@ func (i *Ingester) decode(msg jetstream.Msg) *pending {
 		return p
 	}
 	p.seq = meta.Sequence.Stream
+	p.last = meta.NumPending == 0
 	i.metrics.lag.Set(float64(meta.NumPending))
 	if p.seq <= i.folder.Committed {
 		p.skip = true
@@ -326,6 +341,11 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 			return err
 		}
 		i.folder.Committed = last
+		// Readers waiting for their write learn it is visible. A lost
+		// update is repaired by the next batch.
+		if err := progress.Publish(ctx, i.progress, i.cfg.Consumer, last); err != nil {
+			i.log.Warn("publish progress", "err", err)
+		}
 		i.metrics.flushSeconds.Observe(time.Since(wstart).Seconds())
 		i.metrics.personRows.Add(float64(len(folded.Persons)))
 		i.metrics.distinctIDRows.Add(float64(len(folded.DistinctIDs)))

@@ -1,0 +1,386 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personhub/personhub/pkg/activity"
+	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/fold"
+	"github.com/personhub/personhub/pkg/person"
+	"github.com/personhub/personhub/pkg/progress"
+	"github.com/personhub/personhub/pkg/stream"
+)
+
+// PersonWrites is what the person write routes need: the stream they
+// publish change events to, the ingester's watermark they wait on, and the
+// activity log.
+type PersonWrites struct {
+	JS       jetstream.JetStream
+	Progress *progress.Watcher
+	Activity *activity.Log
+	// Wait is how long a write waits for the ingester to fold its event
+	// before answering 202 (default 5s).
+	Wait time.Duration
+}
+
+// SetPersonWrites enables the person write and activity routes.
+func (a *API) SetPersonWrites(w PersonWrites) {
+	if w.Wait <= 0 {
+		w.Wait = 5 * time.Second
+	}
+	a.writes = &w
+}
+
+// maxBody bounds write request bodies.
+const maxBody = 1 << 20
+
+// decodeBody reads an optional JSON object body (numbers kept exact).
+func decodeBody(r *http.Request) (map[string]any, error) {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return nil, invalid("", "Could not read the request body.")
+	}
+	if len(raw) > maxBody {
+		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Type: "validation_error", Code: "too_large", Detail: "Request body is larger than 1 MiB."}
+	}
+	body := map[string]any{}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return body, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&body); err != nil || dec.More() {
+		return nil, invalid("", "The body must be a JSON object.")
+	}
+	return body, nil
+}
+
+// change is one event the API publishes for a person write.
+type change struct {
+	event      string
+	distinctID string
+	set        map[string]any
+	unset      []string
+	properties map[string]any
+}
+
+// publish sends changes as events of the project, in order, each carrying
+// the key that made it, and returns the last one's stream sequence. A
+// failure before the first acknowledgement changed nothing.
+func (a *API) publish(r *http.Request, projectID uint64, changes ...change) (uint64, error) {
+	key := keyFrom(r.Context())
+	var last uint64
+	for i, c := range changes {
+		props := map[string]any{fold.PropActor: fold.Actor{KeyID: key.ID, KeyLabel: key.Label, OrganizationID: key.OrganizationID}}
+		for k, v := range c.properties {
+			props[k] = v
+		}
+		id := uuid.New()
+		env := map[string]any{
+			"uuid": id.String(), "event": c.event, "distinct_id": c.distinctID,
+			"timestamp": time.Now().UTC().Format(time.RFC3339Nano), "properties": props,
+		}
+		if c.set != nil {
+			env["$set"] = c.set
+		}
+		if c.unset != nil {
+			env["$unset"] = c.unset
+		}
+		data, err := json.Marshal(env)
+		if err != nil {
+			return 0, err
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		ack, err := stream.Publish(ctx, a.writes.JS, projectID, id.String(), data)
+		cancel()
+		if err != nil {
+			a.log.Error("publish person change", "err", err, "event", c.event, "published_before", i)
+			if i > 0 {
+				return 0, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable",
+					Detail: fmt.Sprintf("The event log became unreachable after %d of %d changes were recorded; they will be applied. Retry to finish.", i, len(changes))}
+			}
+			return 0, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable",
+				Detail: "The event log is unreachable; nothing was changed. Try again shortly."}
+		}
+		last = ack.Sequence
+	}
+	return last, nil
+}
+
+// errPending is answered when the ingester has not folded a recorded write
+// within the wait: the change is in the log and will be applied, but reads
+// do not show it yet.
+var errPending = &Error{Status: http.StatusAccepted, Type: "pending", Code: "not_yet_visible",
+	Detail: "The change is recorded in the event log and will be applied when the ingester catches up; reads do not show it yet."}
+
+// waitFolded waits until the ingester has committed seq.
+func (a *API) waitFolded(r *http.Request, seq uint64) error {
+	err := a.writes.Progress.Wait(r.Context(), seq, a.writes.Wait)
+	if errors.Is(err, progress.ErrTimeout) {
+		return errPending
+	}
+	return err
+}
+
+// writePerson publishes changes to a person, waits until they are folded,
+// and answers 200 with the person as reads now see it.
+func (a *API) writePerson(w http.ResponseWriter, r *http.Request, projectID, personID uint64, changes ...change) error {
+	seq, err := a.publish(r, projectID, changes...)
+	if err != nil {
+		return err
+	}
+	if err := a.waitFolded(r, seq); err != nil {
+		return err
+	}
+	p, err := a.store.GetPerson(r.Context(), projectID, personID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, personJSON(p))
+	return nil
+}
+
+// targetPerson loads the person a write names.
+func (a *API) targetPerson(r *http.Request) (uint64, chstore.PersonRecord, error) {
+	proj, err := a.project(r)
+	if err != nil {
+		return 0, chstore.PersonRecord{}, err
+	}
+	p, err := a.lookupPerson(r, proj.ID)
+	if err == nil && len(p.DistinctIDs) == 0 {
+		err = invalid("id", "This person has no distinct id to record a change through.")
+	}
+	return proj.ID, p, err
+}
+
+// updatePerson serves PATCH /persons/{id}/: a $set of exactly the given
+// properties.
+func (a *API) updatePerson(w http.ResponseWriter, r *http.Request) error {
+	projectID, p, err := a.targetPerson(r)
+	if err != nil {
+		return err
+	}
+	body, err := decodeBody(r)
+	if err != nil {
+		return err
+	}
+	raw, ok := body["properties"]
+	if !ok {
+		return required("properties")
+	}
+	props, ok := raw.(map[string]any)
+	if !ok {
+		return invalid("properties", "properties must be a JSON object.")
+	}
+	return a.writePerson(w, r, projectID, p.ID, change{event: "$set", distinctID: p.DistinctIDs[0], set: props})
+}
+
+// param reads a parameter from the JSON body or, failing that, the query.
+func param(r *http.Request, body map[string]any, name string) (any, bool) {
+	if v, ok := body[name]; ok {
+		return v, true
+	}
+	if r.URL.Query().Has(name) {
+		return r.URL.Query().Get(name), true
+	}
+	return nil, false
+}
+
+// updateProperty serves POST /persons/{id}/update_property/ with key and
+// value (JSON types kept from a body; query values are strings).
+func (a *API) updateProperty(w http.ResponseWriter, r *http.Request) error {
+	projectID, p, err := a.targetPerson(r)
+	if err != nil {
+		return err
+	}
+	body, err := decodeBody(r)
+	if err != nil {
+		return err
+	}
+	key, ok := param(r, body, "key")
+	k, isString := key.(string)
+	if !ok {
+		return required("key")
+	}
+	if !isString || k == "" {
+		return invalid("key", "key must be a non-empty string.")
+	}
+	value, ok := param(r, body, "value")
+	if !ok {
+		return required("value")
+	}
+	return a.writePerson(w, r, projectID, p.ID, change{event: "$set", distinctID: p.DistinctIDs[0], set: map[string]any{k: value}})
+}
+
+// deleteProperty serves POST /persons/{id}/delete_property/ with $unset.
+func (a *API) deleteProperty(w http.ResponseWriter, r *http.Request) error {
+	projectID, p, err := a.targetPerson(r)
+	if err != nil {
+		return err
+	}
+	body, err := decodeBody(r)
+	if err != nil {
+		return err
+	}
+	key, ok := param(r, body, "$unset")
+	if !ok {
+		return required("$unset")
+	}
+	k, isString := key.(string)
+	if !isString || k == "" {
+		return invalid("$unset", "$unset must be the name of the property to delete.")
+	}
+	return a.writePerson(w, r, projectID, p.ID, change{event: fold.EventDeleteProperty, distinctID: p.DistinctIDs[0], unset: []string{k}})
+}
+
+// parseBool reads true/1/yes and false/0/no (any case).
+func parseBool(field, s string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "true", "1", "yes", "y", "on":
+		return true, nil
+	case "false", "0", "no", "n", "off", "":
+		return false, nil
+	}
+	return false, invalid(field, field+" must be true or false.")
+}
+
+// deletePerson serves DELETE /persons/{id}/: 204 once the person is gone
+// from reads; with delete_events=true its events are queued for deletion.
+func (a *API) deletePerson(w http.ResponseWriter, r *http.Request) error {
+	deleteEvents, err := parseBool("delete_events", r.URL.Query().Get("delete_events"))
+	if err != nil {
+		return err
+	}
+	projectID, p, err := a.targetPerson(r)
+	if err != nil {
+		return err
+	}
+	seq, err := a.publish(r, projectID, change{event: fold.EventDeletePerson, distinctID: p.DistinctIDs[0],
+		properties: map[string]any{fold.PropPersonID: p.ID, fold.PropDeleteEvents: deleteEvents}})
+	if err != nil {
+		return err
+	}
+	if err := a.waitFolded(r, seq); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// splitResult says what a split created.
+type splitResult struct {
+	Success bool          `json:"success"`
+	Person  person.Person `json:"person"`
+	Created []splitPerson `json:"created"`
+}
+
+type splitPerson struct {
+	DistinctID string    `json:"distinct_id"`
+	ID         uint64    `json:"id"`
+	UUID       uuid.UUID `json:"uuid"`
+}
+
+// splitPersonHandler serves POST /persons/{id}/split/: every distinct id but
+// main_distinct_id (default: the first) becomes a person of its own.
+func (a *API) splitPersonHandler(w http.ResponseWriter, r *http.Request) error {
+	projectID, p, err := a.targetPerson(r)
+	if err != nil {
+		return err
+	}
+	body, err := decodeBody(r)
+	if err != nil {
+		return err
+	}
+	main := p.DistinctIDs[0]
+	if v, ok := body["main_distinct_id"]; ok && v != nil {
+		s, isString := v.(string)
+		if !isString || !contains(p.DistinctIDs, s) {
+			return invalid("main_distinct_id", "main_distinct_id must be one of the person's distinct ids.")
+		}
+		main = s
+	}
+	var others []string
+	for _, d := range p.DistinctIDs {
+		if d != main {
+			others = append(others, d)
+		}
+	}
+	var changes []change
+	for start := 0; start < len(others); start += fold.MaxSplitPerEvent {
+		chunk := others[start:min(start+fold.MaxSplitPerEvent, len(others))]
+		list := make([]any, len(chunk))
+		for i, d := range chunk {
+			list[i] = d
+		}
+		changes = append(changes, change{event: fold.EventSplitPerson, distinctID: main,
+			properties: map[string]any{fold.PropPersonID: p.ID, fold.PropSplitIDs: list, fold.PropSplitMainID: main}})
+	}
+	res := splitResult{Success: true, Created: []splitPerson{}}
+	if len(changes) > 0 {
+		seq, err := a.publish(r, projectID, changes...)
+		if err != nil {
+			return err
+		}
+		if err := a.waitFolded(r, seq); err != nil {
+			return err
+		}
+	}
+	for _, d := range others {
+		list, _, err := a.store.ListPersons(r.Context(), chstore.ListQuery{ProjectID: projectID, DistinctID: d, Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(list) == 1 && list[0].ID != p.ID {
+			res.Created = append(res.Created, splitPerson{DistinctID: d, ID: list[0].ID, UUID: list[0].UUID})
+		}
+	}
+	after, err := a.store.GetPerson(r.Context(), projectID, p.ID)
+	if err != nil {
+		return err
+	}
+	res.Person = personJSON(after)
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// personActivity serves GET /persons/{id}/activity/ (one person, also after
+// it was deleted) and GET /persons/activity/ (the project).
+func (a *API) personActivity(w http.ResponseWriter, r *http.Request) error {
+	proj, err := a.project(r)
+	if err != nil {
+		return err
+	}
+	q := activity.Query{OrganizationID: proj.OrganizationID, Scope: "Person", ProjectID: proj.ID}
+	if raw := pathVar(r, "id"); raw != "" {
+		if _, err := parseID(raw); err == nil {
+			q.ItemID = raw
+		} else {
+			p, err := a.lookupPerson(r, proj.ID)
+			if err != nil {
+				return err
+			}
+			q.ItemID = fmt.Sprint(p.ID)
+		}
+	}
+	return a.writeActivity(w, r, a.writes.Activity, q)
+}
