@@ -96,7 +96,7 @@ type pending struct {
 	msg  jetstream.Msg
 	seq  uint64
 	in   fold.Input
-	skip bool   // already committed: acknowledge only
+	skip bool // already committed: acknowledge only
 	// last: the stream had nothing more for the consumer when this was
 	// delivered, so the batch need not wait to fill.
 	last bool
