@@ -26,6 +26,7 @@ type Persons interface {
 	EachPerson(ctx context.Context, q chstore.ListQuery, fn func(chstore.PersonRecord) error) error
 	GetPerson(ctx context.Context, projectID, id uint64) (chstore.PersonRecord, error)
 	GetPersonByUUID(ctx context.Context, projectID uint64, id uuid.UUID) (chstore.PersonRecord, error)
+	PersonEvents(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) ([]chstore.TimelineEvent, error)
 	Ping(ctx context.Context) error
 }
 
@@ -90,6 +91,7 @@ func (a *API) Handler(gatherer prometheus.Gatherer) http.Handler {
 		route("GET", "/api/projects/{project_id}/persons/activity/", []string{"activity_log:read"}, a.personActivity)
 	}
 	route("GET", "/api/projects/{project_id}/persons/{id}/", read, a.getPerson)
+	route("GET", "/api/projects/{project_id}/persons/{id}/properties_timeline/", read, a.propertiesTimeline)
 	if a.writes != nil {
 		write := []string{"person:write"}
 		activity := []string{"activity_log:read"}

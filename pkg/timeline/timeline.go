@@ -1,0 +1,129 @@
+// Package timeline reconstructs how a person's properties changed over a
+// window, from the person's events: the properties_timeline route.
+package timeline
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"sort"
+	"time"
+)
+
+// Event is one stored event of the person, in stream order.
+type Event struct {
+	Name       string
+	Timestamp  time.Time
+	Properties string // JSON object with $set, $set_once, $unset inside
+}
+
+// Point is a period that starts at Timestamp during which the crucial
+// properties had the values in Properties.
+type Point struct {
+	Timestamp          time.Time      `json:"timestamp"`
+	Properties         map[string]any `json:"properties"`
+	RelevantEventCount int            `json:"relevant_event_count"`
+}
+
+// Query selects what the timeline shows.
+type Query struct {
+	From, To time.Time
+	// Keys are the crucial person property keys; empty means all.
+	Keys []string
+	// Events names the relevant events; empty means every event.
+	Events []string
+}
+
+// Build folds the events' property changes in order ($set_once, $set,
+// $unset, as the ingester does) and returns one point per change of the
+// crucial keys among the relevant events inside the window. Events before
+// the window only set the starting state.
+func Build(events []Event, q Query) []Point {
+	relevant := map[string]bool{}
+	for _, e := range q.Events {
+		relevant[e] = true
+	}
+	state := map[string]any{}
+	points := []Point{}
+	var current map[string]any
+	for _, ev := range events {
+		apply(state, ev.Properties)
+		if ev.Timestamp.Before(q.From) || ev.Timestamp.After(q.To) {
+			continue
+		}
+		if len(relevant) > 0 && !relevant[ev.Name] {
+			continue
+		}
+		view := project(state, q.Keys)
+		if current == nil || !reflect.DeepEqual(view, current) {
+			points = append(points, Point{Timestamp: ev.Timestamp.UTC(), Properties: view})
+			current = view
+		}
+		points[len(points)-1].RelevantEventCount++
+	}
+	return points
+}
+
+func project(state map[string]any, keys []string) map[string]any {
+	out := map[string]any{}
+	if len(keys) == 0 {
+		for k, v := range state {
+			out[k] = v
+		}
+		return out
+	}
+	for _, k := range keys {
+		if v, ok := state[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// apply folds one event's property updates into state.
+func apply(state map[string]any, raw string) {
+	var props struct {
+		Set     map[string]any  `json:"$set"`
+		SetOnce map[string]any  `json:"$set_once"`
+		Unset   json.RawMessage `json:"$unset"`
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
+	dec.UseNumber()
+	if dec.Decode(&props) != nil {
+		return
+	}
+	for k, v := range props.SetOnce {
+		if _, ok := state[k]; !ok {
+			state[k] = v
+		}
+	}
+	for k, v := range props.Set {
+		state[k] = v
+	}
+	var list []string
+	if json.Unmarshal(props.Unset, &list) != nil {
+		var obj map[string]any
+		if json.Unmarshal(props.Unset, &obj) == nil {
+			for k := range obj {
+				list = append(list, k)
+			}
+		}
+	}
+	for _, k := range list {
+		delete(state, k)
+	}
+}
+
+// SortedKeys returns keys sorted and without duplicates.
+func SortedKeys(keys []string) []string {
+	seen := map[string]bool{}
+	out := []string{}
+	for _, k := range keys {
+		if k != "" && !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

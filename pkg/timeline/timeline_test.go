@@ -1,0 +1,44 @@
+package timeline
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+func TestBuild(t *testing.T) {
+	at := func(h int) time.Time { return time.Date(2026, 1, 1, h, 0, 0, 0, time.UTC) }
+	events := []Event{
+		{"e", at(1), `{"$set":{"plan":"free","n":1}}`},
+		{"e", at(2), `{"$set":{"n":2}}`},
+		{"pay", at(3), `{"$set":{"plan":"pro"}}`},
+		{"e", at(4), `{}`},
+		{"e", at(5), `{"$unset":["plan"]}`},
+		{"e", at(9), `{"$set":{"plan":"late"}}`},
+	}
+	got := Build(events, Query{From: at(2), To: at(6), Keys: []string{"plan"}})
+	raw, _ := json.Marshal(got)
+	want := `[{"timestamp":"2026-01-01T02:00:00Z","properties":{"plan":"free"},"relevant_event_count":1},` +
+		`{"timestamp":"2026-01-01T03:00:00Z","properties":{"plan":"pro"},"relevant_event_count":2},` +
+		`{"timestamp":"2026-01-01T05:00:00Z","properties":{},"relevant_event_count":1}]`
+	if string(raw) != want {
+		t.Fatalf("got  %s\nwant %s", raw, want)
+	}
+	// Only "pay" events are relevant; no keys means every property.
+	got = Build(events, Query{From: at(0), To: at(10), Events: []string{"pay"}})
+	if len(got) != 1 || got[0].RelevantEventCount != 1 || len(got[0].Properties) != 2 {
+		t.Fatalf("relevant events: %+v", got)
+	}
+	if got := Build(nil, Query{From: at(0), To: at(1)}); got == nil || len(got) != 0 {
+		t.Fatalf("empty: %#v", got)
+	}
+}
+
+func FuzzApply(f *testing.F) {
+	f.Add(`{"$set":{"a":1},"$unset":{"b":1}}`)
+	f.Add(`{"$set_once":{"a":[1]},"$unset":["a"]}`)
+	f.Fuzz(func(t *testing.T, raw string) {
+		state := map[string]any{"a": 1}
+		apply(state, raw)
+	})
+}
