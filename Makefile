@@ -40,6 +40,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzFlattenJSON -fuzztime=$(FUZZTIME) ./pkg/csvexport/
 	$(GO) test -run='^$$' -fuzz=FuzzNormalize -fuzztime=$(FUZZTIME) ./pkg/stream/
 	$(GO) test -run='^$$' -fuzz=FuzzScopeAllows -fuzztime=$(FUZZTIME) ./pkg/controlplane/
+	$(GO) test -run='^$$' -fuzz=FuzzRequestInputs -fuzztime=$(FUZZTIME) ./pkg/httpapi/
+	$(GO) test -run='^$$' -fuzz=FuzzApply -fuzztime=$(FUZZTIME) ./pkg/timeline/
 
 clickhouse:
 	@bash scripts/install-clickhouse.sh

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -80,7 +81,11 @@ func (a *API) Handler(gatherer prometheus.Gatherer) http.Handler {
 	r.MethodNotAllowedHandler = a.wrap(func(http.ResponseWriter, *http.Request) error { return errMethod })
 
 	route := func(method, path string, scopes []string, h handlerFunc) {
-		r.Handle(path, a.instrument(path, a.authenticate(scopes, a.wrap(h)))).Methods(method)
+		handler := a.wrap(h)
+		if strings.Contains(path, "/persons/") {
+			handler = a.csvFormat(handler)
+		}
+		r.Handle(path, a.instrument(path, a.authenticate(scopes, handler))).Methods(method)
 	}
 	read := []string{"person:read"}
 	route("GET", "/api/projects/", []string{"project:read"}, a.listProjects)

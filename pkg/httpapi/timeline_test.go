@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -42,4 +43,26 @@ func TestPropertiesTimeline(t *testing.T) {
 	}
 	wantError(t, e.get(e.keyAll, path+"properties_timeline/?date_from=yesterdayish"), 400, "validation_error", "invalid_input")
 	wantError(t, e.get(e.keyAll, path+"properties_timeline/?events=nope"), 400, "validation_error", "invalid_input")
+}
+
+func TestEveryPersonsRouteTakesCSV(t *testing.T) {
+	e := newEnv(t)
+	seed(e)
+	e.startIngester()
+	path, _ := e.personPath("p1")
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", path + "properties_timeline/?format=csv", ""},
+		{"GET", path + "activity/?format=csv", ""},
+		{"PATCH", path + "?format=csv", `{"properties":{"csv":"=1+1"}}`},
+	} {
+		r := e.send(c.method, e.keyAll, c.path, c.body)
+		if r.status != 200 || r.header.Get("Content-Type") != "text/csv; charset=utf-8" {
+			t.Fatalf("%s %s: %d %s %s", c.method, c.path, r.status, r.header.Get("Content-Type"), r.body)
+		}
+	}
+	r := e.send("PATCH", e.keyAll, path+"?format=csv", `{"properties":{"csv":"=1+1"}}`)
+	if !strings.Contains(string(r.body), "'=1+1") || !strings.Contains(string(r.body), "properties.csv") {
+		t.Fatalf("PATCH as CSV: %s", r.body)
+	}
+	wantError(t, e.get(e.keyAll, path+"activity/?format=yaml"), 400, "validation_error", "invalid_input")
 }

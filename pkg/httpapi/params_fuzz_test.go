@@ -1,0 +1,36 @@
+package httpapi
+
+import (
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// FuzzRequestInputs feeds arbitrary query strings and bodies to every parser
+// of request input that needs no backing service.
+func FuzzRequestInputs(f *testing.F) {
+	f.Add("limit=10&offset=5&format=csv&delete_events=yes&date_from=-7d", `{"properties":{"a":1}}`)
+	f.Add("limit=-1&offset=x&format=xml&date_from=2026-13-40", `[1,2]`)
+	f.Add("date_from=all&date_to=2026-01-02T03:04:05Z", `{"key":"k","value":null}`)
+	f.Fuzz(func(t *testing.T, query, body string) {
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			return
+		}
+		limit, offset, _, err := page(q)
+		if err == nil && (limit < 1 || limit > MaxLimit || offset < 0) {
+			t.Fatalf("page(%q) = %d, %d", query, limit, offset)
+		}
+		_, _ = parseBool("delete_events", q.Get("delete_events"))
+		if d, ok := parseDate(q.Get("date_from"), time.Now()); ok && d.IsZero() {
+			t.Fatalf("zero date from %q", q.Get("date_from"))
+		}
+		r := httptest.NewRequest("POST", "/x?"+q.Encode(), strings.NewReader(body))
+		if m, err := decodeBody(r); err == nil && m == nil {
+			t.Fatal("nil body map without error")
+		}
+		_, _ = wantsCSV(r)
+	})
+}
