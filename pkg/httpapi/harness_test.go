@@ -229,17 +229,7 @@ func (e *env) get(key, path string) response {
 
 func (e *env) do(method, key, path string) response {
 	e.t.Helper()
-	req, _ := http.NewRequest(method, e.url+path, nil)
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	return response{status: res.StatusCode, header: res.Header, body: body}
+	return e.send(method, key, path, "")
 }
 
 // wantError checks status and the error body shape.

@@ -164,14 +164,20 @@ func (a *API) targetPerson(r *http.Request) (uint64, chstore.PersonRecord, error
 	return proj.ID, p, err
 }
 
+// targetWithBody loads the person a write names and decodes the body.
+func (a *API) targetWithBody(r *http.Request) (uint64, chstore.PersonRecord, map[string]any, error) {
+	projectID, p, err := a.targetPerson(r)
+	if err != nil {
+		return 0, p, nil, err
+	}
+	body, err := decodeBody(r)
+	return projectID, p, body, err
+}
+
 // updatePerson serves PATCH /persons/{id}/: a $set of exactly the given
 // properties.
 func (a *API) updatePerson(w http.ResponseWriter, r *http.Request) error {
-	projectID, p, err := a.targetPerson(r)
-	if err != nil {
-		return err
-	}
-	body, err := decodeBody(r)
+	projectID, p, body, err := a.targetWithBody(r)
 	if err != nil {
 		return err
 	}
@@ -200,11 +206,7 @@ func param(r *http.Request, body map[string]any, name string) (any, bool) {
 // updateProperty serves POST /persons/{id}/update_property/ with key and
 // value (JSON types kept from a body; query values are strings).
 func (a *API) updateProperty(w http.ResponseWriter, r *http.Request) error {
-	projectID, p, err := a.targetPerson(r)
-	if err != nil {
-		return err
-	}
-	body, err := decodeBody(r)
+	projectID, p, body, err := a.targetWithBody(r)
 	if err != nil {
 		return err
 	}
@@ -225,11 +227,7 @@ func (a *API) updateProperty(w http.ResponseWriter, r *http.Request) error {
 
 // deleteProperty serves POST /persons/{id}/delete_property/ with $unset.
 func (a *API) deleteProperty(w http.ResponseWriter, r *http.Request) error {
-	projectID, p, err := a.targetPerson(r)
-	if err != nil {
-		return err
-	}
-	body, err := decodeBody(r)
+	projectID, p, body, err := a.targetWithBody(r)
 	if err != nil {
 		return err
 	}
@@ -294,11 +292,7 @@ type splitPerson struct {
 // splitPersonHandler serves POST /persons/{id}/split/: every distinct id but
 // main_distinct_id (default: the first) becomes a person of its own.
 func (a *API) splitPersonHandler(w http.ResponseWriter, r *http.Request) error {
-	projectID, p, err := a.targetPerson(r)
-	if err != nil {
-		return err
-	}
-	body, err := decodeBody(r)
+	projectID, p, body, err := a.targetWithBody(r)
 	if err != nil {
 		return err
 	}

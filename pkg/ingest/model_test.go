@@ -1,0 +1,194 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/event"
+	"github.com/personhub/personhub/pkg/fold"
+	"github.com/personhub/personhub/pkg/person"
+	"github.com/personhub/personhub/pkg/testenv"
+)
+
+// model is a second, deliberately naive implementation of the ingestion
+// rules (docs/events.md): one event at a time, no batching, no versions,
+// no cache. The ingester must end in the same live persons.
+type model struct {
+	persons map[uint64]*modelPerson
+	owner   map[string]uint64 // distinct id -> person (0: none)
+}
+
+type modelPerson struct {
+	props      map[string]any
+	ids        []string
+	identified bool
+}
+
+func newModel() *model {
+	return &model{persons: map[uint64]*modelPerson{}, owner: map[string]uint64{}}
+}
+
+func (m *model) apply(seq uint64, ev event.Event) {
+	get := func(d string) *modelPerson { return m.persons[m.owner[d]] }
+	create := func(id uint64, d string) *modelPerson {
+		p := &modelPerson{props: map[string]any{}, ids: []string{d}}
+		m.persons[id], m.owner[d] = p, id
+		return p
+	}
+	update := func(p *modelPerson) {
+		for k, v := range ev.SetOnce {
+			if _, ok := p.props[k]; !ok {
+				p.props[k] = v
+			}
+		}
+		for k, v := range ev.Set {
+			p.props[k] = v
+		}
+		for _, k := range ev.Unset {
+			delete(p.props, k)
+		}
+		if ev.Event == "$identify" {
+			p.identified = true
+		}
+	}
+	switch ev.Event {
+	case "$delete_person":
+		id, _ := ev.Properties["$person_id"].(json.Number).Int64()
+		if p := m.persons[uint64(id)]; p != nil {
+			for _, d := range p.ids {
+				delete(m.owner, d)
+			}
+			delete(m.persons, uint64(id))
+		}
+		return
+	case "$split_person":
+		id, _ := ev.Properties["$person_id"].(json.Number).Int64()
+		p := m.persons[uint64(id)]
+		if p == nil {
+			return
+		}
+		for i, raw := range ev.Properties["$split_distinct_ids"].([]any) {
+			d := raw.(string)
+			if m.owner[d] == uint64(id) {
+				p.ids = remove(p.ids, d)
+				create(fold.SplitPersonID(seq, i), d)
+			}
+		}
+		return
+	}
+	other := ""
+	switch ev.Event {
+	case "$identify":
+		other, _ = ev.Properties["$anon_distinct_id"].(string)
+	case "$create_alias", "$merge_dangerously":
+		other, _ = ev.Properties["alias"].(string)
+	}
+	d := ev.DistinctID
+	if other == "" || other == d || person.IllegalDistinctID(other) || person.IllegalDistinctID(d) {
+		p := get(d)
+		if p == nil {
+			p = create(seq, d)
+		}
+		update(p)
+		return
+	}
+	target, source := get(d), get(other)
+	switch {
+	case target == nil && source == nil:
+		p := create(seq, d)
+		p.ids = append(p.ids, other)
+		m.owner[other] = seq
+		update(p)
+	case target == nil:
+		source.ids = append(source.ids, d)
+		m.owner[d] = m.owner[other]
+		update(source)
+	case source == nil:
+		target.ids = append(target.ids, other)
+		m.owner[other] = m.owner[d]
+		update(target)
+	case source == target:
+		update(target)
+	case source.identified && ev.Event != "$merge_dangerously":
+		update(target)
+	default:
+		merged := map[string]any{}
+		for k, v := range source.props {
+			merged[k] = v
+		}
+		for k, v := range target.props {
+			merged[k] = v
+		}
+		target.props, target.identified = merged, true
+		delete(m.persons, m.owner[other])
+		for _, id := range source.ids {
+			target.ids = append(target.ids, id)
+			m.owner[id] = m.owner[d]
+		}
+		update(target)
+	}
+}
+
+func remove(list []string, s string) []string {
+	for i, x := range list {
+		if x == s {
+			return append(list[:i:i], list[i+1:]...)
+		}
+	}
+	return list
+}
+
+func (m *model) lines() []string {
+	var out []string
+	for id, p := range m.persons {
+		ids := append([]string(nil), p.ids...)
+		sort.Strings(ids)
+		props, _ := json.Marshal(p.props)
+		out = append(out, fmt.Sprintf("%d %v %s %v", id, ids, props, p.identified))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestIngesterMatchesTheNaiveModel(t *testing.T) {
+	n := testenv.StartNATS(t, "")
+	events := testenv.Workload(17, 4000, 1500)
+	publish(t, n.JS, 5, events)
+	store := testenv.ClickHouse(t)
+	runUntil(t, testConfig("model"), n.JS, store, uint64(len(events)))
+
+	m := newModel()
+	for i, raw := range events {
+		// publish() filled uuid and timestamp; the model needs neither.
+		ev, err := event.Parse([]byte(fmt.Sprintf(`{"uuid":"0190f1d4-7b6c-7c3a-9a51-1d2d8b7e6f00","timestamp":"2026-01-01T00:00:00Z",%s`, raw[1:])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.apply(uint64(i+1), ev)
+	}
+	var got []string
+	err := store.EachPerson(context.Background(), chstore.ListQuery{ProjectID: 5}, func(p chstore.PersonRecord) error {
+		ids := append([]string(nil), p.DistinctIDs...)
+		sort.Strings(ids)
+		props, _ := json.Marshal(p.Properties)
+		got = append(got, fmt.Sprintf("%d %v %s %v", p.ID, ids, props, p.IsIdentified))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(got)
+	want := m.lines()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ingester and model differ (%d vs %d persons):\n%s", len(got), len(want), testenv.FirstDiff(strings.Join(got, "\n"), strings.Join(want, "\n")))
+	}
+	if len(want) < 20 {
+		t.Fatalf("workload too small to mean much: %d persons", len(want))
+	}
+}
