@@ -281,3 +281,33 @@ func TestActivityAndDeletionRequests(t *testing.T) {
 		t.Fatalf("deletion requests: %+v", b.DeletionRequests)
 	}
 }
+
+// TestPrepareLoadsEverything: after Prepare, folding a batch reads nothing
+// more from the store, and Prepare itself takes a few queries.
+func TestPrepareLoadsEverything(t *testing.T) {
+	events := randomEvents(5, 400, 60)
+	store := run(t, events[:200], 50)
+	f := New(store)
+	f.Committed = 200
+	var batch []Input
+	for i := 200; i < 400; i++ {
+		batch = append(batch, Input{ProjectID: 1, Seq: uint64(i + 1), Event: ev(t, i+1, events[i])})
+	}
+	ctx := context.Background()
+	store.loads = 0
+	if err := f.Prepare(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	if store.loads > 2 {
+		t.Fatalf("Prepare made %d loads, want at most 2", store.loads)
+	}
+	store.loads = 0
+	for _, in := range batch {
+		if _, err := f.Apply(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if store.loads != 0 {
+		t.Fatalf("Apply made %d loads after Prepare", store.loads)
+	}
+}

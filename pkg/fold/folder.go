@@ -38,6 +38,8 @@ type Folder struct {
 	loader  Loader
 	persons map[personKey]*personState
 	dids    map[didKey]*didState
+	// absent remembers person ids the store does not have, until Flush.
+	absent map[personKey]bool
 	// warnings, activity and deletion requests since the last Flush.
 	warnings  []Warning
 	activity  []activity.Entry
@@ -53,7 +55,7 @@ type Folder struct {
 
 // New returns an empty Folder reading misses through loader.
 func New(loader Loader) *Folder {
-	return &Folder{loader: loader, persons: map[personKey]*personState{}, dids: map[didKey]*didState{}}
+	return &Folder{loader: loader, persons: map[personKey]*personState{}, dids: map[didKey]*didState{}, absent: map[personKey]bool{}}
 }
 
 // Reset drops all cached state, for example after a failed flush, so the
@@ -61,6 +63,7 @@ func New(loader Loader) *Folder {
 func (f *Folder) Reset() {
 	f.persons = map[personKey]*personState{}
 	f.dids = map[didKey]*didState{}
+	f.absent = map[personKey]bool{}
 	f.warnings, f.activity, f.deletions = nil, nil, nil
 }
 
@@ -70,34 +73,42 @@ func (f *Folder) Cached() (persons, distinctIDs int) { return len(f.persons), le
 // Prepare loads, in a few queries, the state that a batch of inputs will
 // touch, so that Apply rarely has to read one row at a time.
 func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
-	ids := map[uint64][]string{}
-	created := map[uint64][]uint64{}
+	// Every distinct id the batch names, and persons a redelivery may
+	// already have written under the event's own sequence.
+	touched := map[didKey]bool{}
+	owners := map[uint64][]uint64{}
 	for _, in := range inputs {
 		if in.Redelivered {
-			created[in.ProjectID] = append(created[in.ProjectID], in.Seq)
+			owners[in.ProjectID] = append(owners[in.ProjectID], in.Seq)
 		}
-		if _, ok := f.dids[didKey{in.ProjectID, in.Event.DistinctID}]; !ok {
-			ids[in.ProjectID] = append(ids[in.ProjectID], in.Event.DistinctID)
+		if in.Event.Event == EventDeletePerson || in.Event.Event == EventSplitPerson {
+			if id, ok := numberProp(in.Event.Properties, PropPersonID); ok {
+				owners[in.ProjectID] = append(owners[in.ProjectID], id)
+			}
 		}
+		touched[didKey{in.ProjectID, in.Event.DistinctID}] = true
 		for _, d := range splitIDs(in.Event) {
-			if _, ok := f.dids[didKey{in.ProjectID, d}]; !ok && d != "" {
-				ids[in.ProjectID] = append(ids[in.ProjectID], d)
+			if d != "" {
+				touched[didKey{in.ProjectID, d}] = true
 			}
 		}
 		if other, _ := mergeSource(in.Event); other != "" {
-			if _, ok := f.dids[didKey{in.ProjectID, other}]; !ok {
-				ids[in.ProjectID] = append(ids[in.ProjectID], other)
-			}
+			touched[didKey{in.ProjectID, other}] = true
 		}
 	}
-	for project, list := range ids {
+	missing := map[uint64][]string{}
+	for k := range touched {
+		if _, ok := f.dids[k]; !ok {
+			missing[k.project] = append(missing[k.project], k.id)
+		}
+	}
+	for project, list := range missing {
 		if err := f.loadDistinctIDs(ctx, project, list); err != nil {
 			return err
 		}
 	}
-	owners := created
-	for k, d := range f.dids {
-		if !d.row.IsDeleted {
+	for k := range touched {
+		if d := f.dids[k]; !d.row.IsDeleted {
 			if _, ok := f.persons[personKey{k.project, d.row.PersonID}]; !ok {
 				owners[k.project] = append(owners[k.project], d.row.PersonID)
 			}
@@ -150,7 +161,8 @@ func (f *Folder) loadDistinctIDs(ctx context.Context, project uint64, ids []stri
 func (f *Folder) loadPersons(ctx context.Context, project uint64, ids []uint64) error {
 	var missing []uint64
 	for _, id := range uniqueUints(ids) {
-		if _, ok := f.persons[personKey{project, id}]; !ok {
+		k := personKey{project, id}
+		if _, ok := f.persons[k]; !ok && !f.absent[k] {
 			missing = append(missing, id)
 		}
 	}
@@ -161,8 +173,12 @@ func (f *Folder) loadPersons(ctx context.Context, project uint64, ids []uint64) 
 	if err != nil {
 		return fmt.Errorf("load persons: %w", err)
 	}
-	for id, r := range rows {
-		f.persons[personKey{project, id}] = &personState{row: r}
+	for _, id := range missing {
+		if r, ok := rows[id]; ok {
+			f.persons[personKey{project, id}] = &personState{row: r}
+		} else {
+			f.absent[personKey{project, id}] = true
+		}
 	}
 	return nil
 }
@@ -200,6 +216,7 @@ func (f *Folder) Flush() Batch {
 	b.Warnings, f.warnings = f.warnings, nil
 	b.Activity, f.activity = f.activity, nil
 	b.DeletionRequests, f.deletions = f.deletions, nil
+	clear(f.absent)
 	f.evict()
 	return b
 }

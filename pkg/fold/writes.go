@@ -64,13 +64,10 @@ func numberProp(props map[string]any, key string) (uint64, bool) {
 
 // personByID returns a person loaded by id, or nil when it does not exist.
 func (f *Folder) personByID(ctx context.Context, project, id uint64) (*personState, error) {
-	k := personKey{project, id}
-	if _, ok := f.persons[k]; !ok {
-		if err := f.loadPersons(ctx, project, []uint64{id}); err != nil {
-			return nil, err
-		}
+	if err := f.loadPersons(ctx, project, []uint64{id}); err != nil {
+		return nil, err
 	}
-	return f.persons[k], nil
+	return f.persons[personKey{project, id}], nil
 }
 
 // deletePerson folds $delete_person: the person named by $person_id and
