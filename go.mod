@@ -2,7 +2,10 @@ module github.com/personhub/personhub
 
 go 1.26.8
 
-require github.com/ClickHouse/clickhouse-go/v2 v2.50.0
+require (
+	github.com/ClickHouse/clickhouse-go/v2 v2.50.0
+	github.com/robfig/cron/v3 v3.0.1
+)
 
 require (
 	github.com/ClickHouse/ch-go v0.74.0 // indirect
@@ -10,6 +13,7 @@ require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/evanw/esbuild v0.28.2 // indirect
 	github.com/go-faster/city v1.0.1 // indirect
 	github.com/go-faster/errors v0.7.1 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect

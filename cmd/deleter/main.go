@@ -1,15 +1,190 @@
-// Command deleter will run queued deletions of persons' events on a
-// weekly schedule. Person deletion and its queue are not built yet (the
-// issue "Person changes as captured events"), so this binary refuses to
-// start rather than pretend to work.
+// Command deleter executes the queued deletions of deleted persons' events
+// (person_deletion_requests, written by the ingester) with ClickHouse
+// mutations, and verifies them.
+//
+//	deleter [run]     run on the schedule (UTC) until SIGINT/SIGTERM
+//	deleter run-now   one run now; prints a summary, exits 1 if a request failed
+//
+// Configuration: flags, with environment variables as defaults; see
+// docs/operations.md or `deleter run -h`.
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/personhub/personhub/pkg/appconfig"
+	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/deletion"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "deleter: not available yet: person deletion and the event-deletion queue are still to be built; nothing is queued, so nothing is lost")
-	os.Exit(2)
+	args := os.Args[1:]
+	cmd := "run"
+	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "run":
+		err = run(args)
+	case "run-now":
+		err = runNow(args)
+	default:
+		err = fmt.Errorf("unknown command %q: want run or run-now", cmd)
+	}
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "deleter:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the settings of both commands.
+type options struct {
+	common      appconfig.Common
+	cfg         deletion.Config
+	metricsAddr string
+}
+
+func parse(name string, args []string, withServer bool) (*options, error) {
+	o := &options{cfg: deletion.DefaultConfig()}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	o.common.Bind(fs)
+	fs.IntVar(&o.cfg.BatchSize, "batch-size", appconfig.EnvInt("DELETER_BATCH_SIZE", o.cfg.BatchSize), "most persons per mutation (env DELETER_BATCH_SIZE)")
+	fs.DurationVar(&o.cfg.MutationTimeout, "mutation-timeout", appconfig.EnvDuration("DELETER_MUTATION_TIMEOUT", o.cfg.MutationTimeout), "longest wait for one mutation; its requests then fail for this run (env DELETER_MUTATION_TIMEOUT)")
+	if withServer {
+		// os.LookupEnv, not appconfig.Env: an empty DELETER_SCHEDULE
+		// disables the schedule rather than meaning the default.
+		if v, ok := os.LookupEnv("DELETER_SCHEDULE"); ok {
+			o.cfg.Schedule = v
+		}
+		fs.StringVar(&o.cfg.Schedule, "schedule", o.cfg.Schedule, "cron spec (5 fields or a descriptor such as @weekly), always UTC; empty disables scheduled runs (env DELETER_SCHEDULE)")
+		fs.StringVar(&o.metricsAddr, "metrics-addr", appconfig.Env("DELETER_METRICS_ADDR", "127.0.0.1:9102"), "address of /metrics, /healthz and /readyz (env DELETER_METRICS_ADDR)")
+	} else {
+		o.cfg.Schedule = ""
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if err := errors.Join(o.common.Validate(), o.cfg.Validate()); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// open connects to ClickHouse and refuses a stale schema.
+func open(ctx context.Context, common *appconfig.Common) (*chstore.Store, error) {
+	store, err := common.ClickHouse(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.CheckSchema(ctx); err != nil {
+		store.Close()
+		return nil, err
+	}
+	return store, nil
+}
+
+func run(args []string) error {
+	o, err := parse("deleter run", args, true)
+	if err != nil {
+		return err
+	}
+	log := o.common.Logger("deleter")
+	ctx, stop := appconfig.SignalContext()
+	defer stop()
+
+	store, err := open(ctx, &o.common)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	runner, err := deletion.New(store.Conn(), o.cfg, log, reg)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := store.Ping(r.Context()); err != nil {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	// Order of shutdown: the scheduler stops starting runs and the run in
+	// progress stops after its current statement (Schedule returns), then
+	// the metrics server stops, then the ClickHouse connections close.
+	srvCtx, stopSrv := context.WithCancel(context.Background())
+	srvDone := make(chan error, 1)
+	go func() {
+		srvDone <- appconfig.Serve(srvCtx, &http.Server{Addr: o.metricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}, log)
+	}()
+	log.Info("deleter starting", "clickhouse", o.common.ClickHouseAddr, "database", o.common.ClickHouseDatabase,
+		"metrics", o.metricsAddr, "batch_size", o.cfg.BatchSize, "mutation_timeout", o.cfg.MutationTimeout)
+	schedErr := runner.Schedule(ctx)
+	stopSrv()
+	if err := <-srvDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("metrics server", "err", err)
+		if schedErr == nil && ctx.Err() == nil {
+			schedErr = err
+		}
+	}
+	return schedErr
+}
+
+func runNow(args []string) error {
+	o, err := parse("deleter run-now", args, false)
+	if err != nil {
+		return err
+	}
+	log := o.common.Logger("deleter")
+	// SIGINT/SIGTERM stop the run after its current statement.
+	ctx, stop := appconfig.SignalContext()
+	defer stop()
+	store, err := open(ctx, &o.common)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	runner, err := deletion.New(store.Conn(), o.cfg, log, prometheus.NewRegistry())
+	if err != nil {
+		return err
+	}
+	sum, err := runner.RunOnce(ctx)
+	if err != nil {
+		return err
+	}
+	printSummary(os.Stdout, sum)
+	switch {
+	case sum.Interrupted:
+		return errors.New("interrupted: unfinished requests are left for the next run")
+	case sum.Failed > 0:
+		return fmt.Errorf("%d requests failed; they stay pending (see the log)", sum.Failed)
+	}
+	return nil
+}
+
+func printSummary(w io.Writer, s deletion.Summary) {
+	fmt.Fprintf(w, "requests taken %d, verified %d, failed %d, events deleted %d\n", s.Taken, s.Verified, s.Failed, s.EventsDeleted)
+	if s.Left > 0 || s.Waiting > 0 || s.Mutations > 0 {
+		fmt.Fprintf(w, "mutations %d, not finished %d, waiting for the ingester's commit %d\n", s.Mutations, s.Left, s.Waiting)
+	}
 }

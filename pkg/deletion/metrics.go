@@ -1,0 +1,40 @@
+package deletion
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	pending, lastRun, lastDuration                        prometheus.Gauge
+	verified, failed, eventsDeleted, mutations, runErrors prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	var errs []error
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "deleter", Name: name, Help: help})
+		if err := reg.Register(c); err != nil {
+			errs = append(errs, err)
+		}
+		return c
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "deleter", Name: name, Help: help})
+		if err := reg.Register(g); err != nil {
+			errs = append(errs, err)
+		}
+		return g
+	}
+	m := &metrics{
+		pending:       gauge("pending_requests", "Deletion requests not verified yet (pending or running)."),
+		lastRun:       gauge("last_run_timestamp_seconds", "Unix time at which the last run ended."),
+		lastDuration:  gauge("last_run_duration_seconds", "Duration of the last run."),
+		verified:      counter("verified_total", "Requests whose events were deleted and verified gone."),
+		failed:        counter("failed_total", "Requests that failed in a run; they stay pending for the next run."),
+		eventsDeleted: counter("events_deleted_total", "Events of verified requests, counted before their deletion."),
+		mutations:     counter("mutations_total", "ALTER TABLE events DELETE mutations issued."),
+		runErrors:     counter("run_errors_total", "Errors that stopped a run or a batch: ClickHouse errors and mutation timeouts."),
+	}
+	if len(errs) > 0 {
+		return nil, errs[0]
+	}
+	return m, nil
+}

@@ -1,0 +1,103 @@
+package deletion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// errMutationTimeout says a mutation did not finish within MutationTimeout.
+var errMutationTimeout = errors.New("mutation did not finish in time")
+
+// Polling starts fast (a small table mutates in milliseconds) and backs
+// off to one poll a second for long ones (a cheap system table read).
+const (
+	pollFirst = 50 * time.Millisecond
+	pollMax   = time.Second
+)
+
+// mutationIDs lists the mutations of the events table known before a new
+// one is issued. system.mutations has, on 18.16 and 24.x alike, database,
+// table, mutation_id, command, create_time and is_done; a mutation not in
+// this list is the one issued after it (or a concurrent one, which is
+// waited for too).
+func (r *Runner) mutationIDs(ctx context.Context) (map[string]bool, error) {
+	rows, err := r.conn.Query(ctx, "SELECT mutation_id FROM system.mutations WHERE database = currentDatabase() AND table = 'events'")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out[id] = true
+	}
+	return out, rows.Err()
+}
+
+// unfinished lists the unfinished mutations of the events table that are
+// not in before.
+func (r *Runner) unfinished(ctx context.Context, before map[string]bool) ([]string, error) {
+	rows, err := r.conn.Query(ctx, "SELECT mutation_id FROM system.mutations WHERE database = currentDatabase() AND table = 'events' AND is_done = 0")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		if !before[id] {
+			out = append(out, id)
+		}
+	}
+	return out, rows.Err()
+}
+
+// waitMutations waits until every mutation of the events table issued
+// since before is done. It gives up after MutationTimeout
+// (errMutationTimeout) or when ctx is cancelled; the mutation itself
+// carries on in ClickHouse either way. A failed poll is retried until the
+// deadline.
+func (r *Runner) waitMutations(ctx context.Context, before map[string]bool) error {
+	deadline := time.Now().Add(r.cfg.MutationTimeout)
+	delay := pollFirst
+	var last []string
+	var lastErr error
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Minute)
+		ids, err := r.unfinished(pctx, before)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			lastErr = err
+			r.log.Warn("poll system.mutations", "err", err)
+		case len(ids) == 0:
+			return nil
+		default:
+			last = ids
+		}
+		if !time.Now().Before(deadline) {
+			if lastErr != nil && last == nil {
+				return fmt.Errorf("%w (%s): polling failed: %v", errMutationTimeout, r.cfg.MutationTimeout, lastErr)
+			}
+			return fmt.Errorf("%w (%s): events mutations %v are still running; see system.mutations", errMutationTimeout, r.cfg.MutationTimeout, last)
+		}
+		t := time.NewTimer(min(delay, time.Until(deadline)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		delay = min(2*delay, pollMax)
+	}
+}

@@ -1,0 +1,390 @@
+// Package deletion executes the queued deletions of deleted persons'
+// events. The ingester queues a request in person_deletion_requests when it
+// folds a person deletion with delete_events; a run takes every request not
+// verified yet, deletes the person's events up to the request's sequence
+// with ClickHouse mutations (a batch of persons at a time), waits for the
+// mutations, counts again, and only then marks the request verified.
+//
+// Every step can be cut short (crash, ClickHouse error, shutdown) without
+// losing a request: a request is only ever marked verified after a count
+// found none of its events, and the next run takes everything else again.
+// A mutation deletes nothing it should not: it is bounded by the project,
+// the persons of the batch and, per person, the sequence of the deletion.
+package deletion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ErrBusy is returned by RunOnce while another run of the same Runner is
+// in progress.
+var ErrBusy = errors.New("a deletion run is already in progress")
+
+// stepTimeout bounds one statement. Statements run to completion even when
+// the run's context is cancelled (shutdown lets the current step finish).
+const stepTimeout = 10 * time.Minute
+
+// Runner executes deletion requests against one ClickHouse database.
+type Runner struct {
+	conn driver.Conn
+	cfg  Config
+	log  *slog.Logger
+	m    *metrics
+	busy sync.Mutex // one run at a time
+}
+
+// New validates cfg and registers the deleter's metrics on reg.
+func New(conn driver.Conn, cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Runner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{conn: conn, cfg: cfg, log: logger, m: m}, nil
+}
+
+// Summary tells what one run did.
+type Summary struct {
+	Taken         int    // requests the run took (pending or running)
+	Verified      int    // requests whose events are verified gone
+	Failed        int    // requests that failed; they are pending again
+	Left          int    // requests not finished: the run stopped early (shutdown, mutation timeout)
+	Waiting       int    // requests from a batch the ingester has not committed
+	EventsDeleted uint64 // events of the verified requests, counted before deleting
+	Mutations     int    // mutations issued
+	Interrupted   bool   // the run stopped because its context was cancelled
+}
+
+// RunOnce performs one run. It returns an error when the run could not
+// start or take its requests; failures of single batches are counted in
+// Summary.Failed (and logged) instead. When ctx is cancelled the run
+// finishes the statement in hand and returns with Interrupted set,
+// leaving its unfinished requests as they are for the next run.
+func (r *Runner) RunOnce(ctx context.Context) (Summary, error) {
+	if !r.busy.TryLock() {
+		return Summary{}, ErrBusy
+	}
+	defer r.busy.Unlock()
+	start := time.Now()
+	sum, err := r.run(ctx)
+	elapsed := time.Since(start)
+	r.m.lastRun.Set(float64(time.Now().UnixNano()) / 1e9)
+	r.m.lastDuration.Set(elapsed.Seconds())
+	r.refreshPending(context.WithoutCancel(ctx))
+	if err != nil && ctx.Err() != nil {
+		// Cancelled while reading or marking the requests: nothing was
+		// deleted, and the next run takes them all again.
+		sum.Interrupted, err = true, nil
+	}
+	if err != nil {
+		r.m.runErrors.Inc()
+		r.log.Error("deletion run failed", "err", err, "elapsed", elapsed)
+		return sum, err
+	}
+	r.log.Info("deletion run done", "taken", sum.Taken, "verified", sum.Verified, "failed", sum.Failed,
+		"left", sum.Left, "waiting", sum.Waiting, "events_deleted", sum.EventsDeleted,
+		"mutations", sum.Mutations, "interrupted", sum.Interrupted, "elapsed", elapsed)
+	return sum, nil
+}
+
+func (r *Runner) run(ctx context.Context) (Summary, error) {
+	var sum Summary
+	open, err := r.loadOpen(ctx)
+	if err != nil {
+		return sum, fmt.Errorf("read deletion requests: %w", err)
+	}
+	r.m.pending.Set(float64(len(open)))
+	if len(open) == 0 {
+		return sum, nil
+	}
+	committed, err := r.committedSeq(ctx)
+	if err != nil {
+		return sum, fmt.Errorf("read the ingester's last commit: %w", err)
+	}
+	var take []Request
+	for _, q := range open {
+		if q.RequestSeq <= committed {
+			take = append(take, q)
+		} else {
+			sum.Waiting++
+		}
+	}
+	sum.Taken = len(take)
+	if len(take) == 0 {
+		return sum, nil
+	}
+	r.log.Info("deletion run starting", "requests", len(take), "waiting", sum.Waiting)
+
+	now := time.Now().UTC()
+	for i := range take {
+		take[i].Status, take[i].StartedAt = StatusRunning, now
+		bump(&take[i])
+	}
+	st, cancel := step(ctx)
+	err = r.write(st, take)
+	cancel()
+	if err != nil {
+		return sum, fmt.Errorf("mark requests running: %w", err)
+	}
+
+	batches := plan(take, r.cfg.BatchSize, maxListBytes)
+	for i, b := range batches {
+		if ctx.Err() != nil {
+			sum.Interrupted = true
+			sum.Left += countAll(batches[i:])
+			break
+		}
+		res := r.runBatch(ctx, b)
+		sum.Verified += res.verified
+		sum.Failed += res.failed
+		sum.EventsDeleted += res.deleted
+		sum.Mutations += res.mutations
+		if res.interrupted {
+			sum.Interrupted = true
+			sum.Left += countAll(batches[i:])
+			break
+		}
+		if res.timedOut {
+			// Mutations run one after another: later ones would queue
+			// behind the stuck one. Hand the rest back to the next run.
+			rest := batches[i+1:]
+			sum.Left += countAll(rest)
+			r.release(ctx, rest)
+			break
+		}
+	}
+	return sum, nil
+}
+
+func countAll(batches [][]Request) int {
+	n := 0
+	for _, b := range batches {
+		n += len(b)
+	}
+	return n
+}
+
+// step gives a statement a context that outlives the run's cancellation,
+// so shutdown lets the statement in hand finish.
+func step(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), stepTimeout)
+}
+
+type batchResult struct {
+	verified, failed, mutations int
+	deleted                     uint64
+	interrupted, timedOut       bool
+}
+
+// runBatch deletes the events of one batch (one project) and verifies it:
+// count, record the counts, mutate, wait, count again, mark verified (or
+// failed, per person).
+func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
+	var res batchResult
+	log := r.log.With("project_id", b[0].ProjectID, "persons", len(b))
+	// Each phase gets its own statement deadline: the wait in between can
+	// take up to MutationTimeout.
+	st, cancel := step(ctx)
+	defer func() { cancel() }()
+
+	found, err := r.countEvents(st, b)
+	if err != nil {
+		return r.fail(ctx, b, fmt.Errorf("count events: %w", err), true)
+	}
+	// Keep the counts in the running rows, so that a crash after the
+	// mutation does not lose how many events it deleted.
+	var counted []Request
+	var targets []Request
+	for i := range b {
+		n := found[b[i].PersonID]
+		if n > b[i].EventsDeleted {
+			b[i].EventsDeleted = n
+			bump(&b[i])
+			counted = append(counted, b[i])
+		}
+		if n > 0 {
+			targets = append(targets, b[i])
+		}
+	}
+	if err := r.write(st, counted); err != nil {
+		return r.fail(ctx, b, fmt.Errorf("record event counts: %w", err), true)
+	}
+	if ctx.Err() != nil {
+		res.interrupted = true
+		return res
+	}
+
+	left := found // with nothing to delete, the first count is the verification
+	if len(targets) > 0 {
+		before, err := r.mutationIDs(st)
+		if err != nil {
+			return r.fail(ctx, b, fmt.Errorf("list mutations: %w", err), true)
+		}
+		where, args := eventsWhere(targets)
+		if err := r.conn.Exec(st, "ALTER TABLE events DELETE WHERE "+where, args...); err != nil {
+			return r.fail(ctx, b, fmt.Errorf("issue mutation: %w", err), true)
+		}
+		res.mutations++
+		r.m.mutations.Inc()
+		log.Debug("mutation issued", "events", total(found))
+		if err := r.waitMutations(ctx, before); err != nil {
+			if ctx.Err() != nil {
+				log.Info("stopped waiting for the mutation: shutting down; the next run verifies it")
+				res.interrupted = true
+				return res
+			}
+			fr := r.fail(ctx, b, err, true)
+			fr.mutations, fr.timedOut = res.mutations, errors.Is(err, errMutationTimeout)
+			return fr
+		}
+		cancel()
+		st, cancel = step(ctx)
+		if left, err = r.countEvents(st, b); err != nil {
+			fr := r.fail(ctx, b, fmt.Errorf("verify: %w", err), true)
+			fr.mutations = res.mutations
+			return fr
+		}
+	}
+
+	now := time.Now().UTC()
+	var done, short []Request
+	for _, q := range b {
+		if left[q.PersonID] > 0 {
+			short = append(short, q)
+			continue
+		}
+		q.Status, q.VerifiedAt = StatusVerified, now
+		bump(&q)
+		done = append(done, q)
+	}
+	if err := r.write(st, done); err != nil {
+		fr := r.fail(ctx, b, fmt.Errorf("mark verified: %w", err), true)
+		fr.mutations = res.mutations
+		return fr
+	}
+	for _, q := range done {
+		res.deleted += found[q.PersonID]
+	}
+	res.verified = len(done)
+	r.m.verified.Add(float64(len(done)))
+	r.m.eventsDeleted.Add(float64(res.deleted))
+	if len(short) > 0 {
+		// Events written after the mutation was created (a mutation only
+		// rewrites the parts that existed then); the next run takes them.
+		fr := r.fail(ctx, short, fmt.Errorf("%d events remain after the mutation", total(left)), false)
+		res.failed = fr.failed
+	}
+	log.Info("batch done", "verified", res.verified, "failed", res.failed, "events_deleted", res.deleted)
+	return res
+}
+
+func total(m map[uint64]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// fail hands requests back as pending (keeping started_at and the event
+// count) and counts them failed. isErr says the cause was an error (a
+// ClickHouse error or timeout) rather than a verification that fell short.
+func (r *Runner) fail(ctx context.Context, reqs []Request, cause error, isErr bool) batchResult {
+	if isErr {
+		r.m.runErrors.Inc()
+	}
+	r.m.failed.Add(float64(len(reqs)))
+	ids := make([]uint64, 0, min(len(reqs), 20))
+	for _, q := range reqs[:min(len(reqs), 20)] {
+		ids = append(ids, q.PersonID)
+	}
+	r.log.Error("deletion requests failed; they stay pending for the next run", "project_id", reqs[0].ProjectID,
+		"persons", len(reqs), "first_person_ids", ids, "err", cause)
+	r.setPending(ctx, reqs)
+	return batchResult{failed: len(reqs)}
+}
+
+// release hands requests the run did not attempt back as pending.
+func (r *Runner) release(ctx context.Context, batches [][]Request) {
+	for _, b := range batches {
+		r.setPending(ctx, b)
+	}
+}
+
+func (r *Runner) setPending(ctx context.Context, reqs []Request) {
+	out := make([]Request, len(reqs))
+	for i, q := range reqs {
+		q.Status = StatusPending
+		bump(&q)
+		out[i] = q
+	}
+	st, cancel := step(ctx)
+	defer cancel()
+	if err := r.write(st, out); err != nil {
+		// They stay running, which the next run reads as pending.
+		r.log.Warn("could not mark requests pending again", "persons", len(reqs), "err", err)
+	}
+}
+
+// eventsWhere selects the events of a batch (one project), each person's
+// up to the sequence of its deletion. `seq <= max` bounds the batch (the
+// plain form of the statement); the transform bounds each person by its
+// own request_seq.
+func eventsWhere(b []Request) (string, []any) {
+	ids := make([]uint64, len(b))
+	set := make([]any, len(b))
+	seqs := make([]uint64, len(b))
+	var maxSeq uint64
+	for i, q := range b {
+		ids[i], set[i], seqs[i] = q.PersonID, q.PersonID, q.RequestSeq
+		maxSeq = max(maxSeq, q.RequestSeq)
+	}
+	return "project_id = ? AND person_id IN ? AND seq <= ?" +
+			" AND seq <= transform(person_id, CAST(? AS Array(UInt64)), CAST(? AS Array(UInt64)), toUInt64(0))",
+		[]any{b[0].ProjectID, clickhouse.GroupSet{Value: set}, maxSeq, ids, seqs}
+}
+
+// countEvents counts, per person, the physical rows (no FINAL) a batch's
+// mutation deletes.
+func (r *Runner) countEvents(ctx context.Context, b []Request) (map[uint64]uint64, error) {
+	where, args := eventsWhere(b)
+	rows, err := r.conn.Query(ctx, "SELECT person_id, count() FROM events WHERE "+where+" GROUP BY person_id", args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[uint64]uint64{}
+	for rows.Next() {
+		var id, n uint64
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, err
+		}
+		out[id] = n
+	}
+	return out, rows.Err()
+}
+
+// refreshPending sets the pending gauge; a failure only logs.
+func (r *Runner) refreshPending(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	n, err := r.countOpen(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("count pending deletion requests", "err", err)
+		}
+		return
+	}
+	r.m.pending.Set(float64(n))
+}
