@@ -10,7 +10,7 @@ run: clickhouse
 	@exec ./bin/stack
 
 ## test: unit and integration tests (starts its own ClickHouse and JetStream)
-test: clickhouse
+test: clickhouse test-clients
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
 
@@ -32,6 +32,12 @@ build:
 migrate:
 	$(GO) run ./cmd/ingester migrate
 
+## bench: speed, cost and memory as ratios against raw baselines of the same run
+## (docs/performance.md); QUICK=1 runs the small dataset in under two minutes
+bench: clickhouse
+	$(GO) build -o bin/bench ./bench
+	./bin/bench $(if $(QUICK),-quick) $(BENCHFLAGS)
+
 ## fuzz: run each fuzz target for FUZZTIME (default 20s)
 FUZZTIME ?= 20s
 fuzz:
@@ -40,8 +46,25 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzFlattenJSON -fuzztime=$(FUZZTIME) ./pkg/csvexport/
 	$(GO) test -run='^$$' -fuzz=FuzzNormalize -fuzztime=$(FUZZTIME) ./pkg/stream/
 	$(GO) test -run='^$$' -fuzz=FuzzScopeAllows -fuzztime=$(FUZZTIME) ./pkg/controlplane/
+	$(GO) test -run='^$$' -fuzz=FuzzExtract -fuzztime=$(FUZZTIME) ./pkg/plugin/archive/
+	$(GO) test -run='^$$' -fuzz=FuzzParseURL -fuzztime=$(FUZZTIME) ./pkg/plugin/repository/
+	$(GO) test -run='^$$' -fuzz=FuzzExports -fuzztime=$(FUZZTIME) ./pkg/plugin/code/
+	$(GO) test -run='^$$' -fuzz=FuzzParseManifest -fuzztime=$(FUZZTIME) ./pkg/plugin/
+	$(GO) test -run='^$$' -fuzz=FuzzDecodeInputs -fuzztime=$(FUZZTIME) ./pkg/plugin/
 	$(GO) test -run='^$$' -fuzz=FuzzRequestInputs -fuzztime=$(FUZZTIME) ./pkg/httpapi/
 	$(GO) test -run='^$$' -fuzz=FuzzApply -fuzztime=$(FUZZTIME) ./pkg/timeline/
+	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./pkg/capture/
+	$(GO) test -run='^$$' -fuzz=FuzzDecompressLZ64 -fuzztime=$(FUZZTIME) ./pkg/capture/
 
 clickhouse:
 	@bash scripts/install-clickhouse.sh
+
+.PHONY: test-clients bench-capture
+
+## test-clients: Chromium and the npm client libraries that the capture tests drive (test/node, test/browser)
+test-clients:
+	@bash scripts/install-test-clients.sh
+
+## bench-capture: capture load test: events/s accepted on /batch/ against raw JetStream async publishing
+bench-capture:
+	$(GO) run ./bench/capture $(BENCHCAPTUREFLAGS)

@@ -21,8 +21,10 @@ import (
 
 	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/appconfig"
+	"github.com/personhub/personhub/pkg/capture"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/httpapi"
+	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/progress"
 )
 
@@ -53,6 +55,8 @@ func run(args []string) error {
 	common.Bind(fs)
 	addr := fs.String("addr", appconfig.Env("API_ADDR", "127.0.0.1:8000"), "listen address (env API_ADDR)")
 	publicURL := fs.String("public-url", appconfig.Env("API_PUBLIC_URL", ""), "base of absolute URLs in responses; default: from the request (env API_PUBLIC_URL)")
+	var plugins plugin.Settings
+	plugins.Bind(fs)
 	writeWait := fs.Duration("write-wait", appconfig.EnvDuration("API_WRITE_WAIT", 5*time.Second), "how long a person write waits to be visible before answering 202 (env API_WRITE_WAIT)")
 	consumer := fs.String("ingester-consumer", appconfig.Env("INGESTER_CONSUMER", "ingester"), "the ingester whose progress writes wait on (env INGESTER_CONSUMER)")
 	if err := fs.Parse(args); err != nil {
@@ -106,6 +110,20 @@ func run(args []string) error {
 	}
 	defer watcher.Stop()
 	api.SetPersonWrites(httpapi.PersonWrites{JS: js, Progress: watcher, Activity: activity.New(store.Conn()), Wait: *writeWait})
+	// Plugins: KV buckets, object store and event stream on the same
+	// JetStream; closed with the NATS connection.
+	pluginService, err := plugins.Open(ctx, js, keys, store.Conn(), log, reg)
+	if err != nil {
+		return err
+	}
+	api.SetPlugins(pluginService)
+	// Capture for the client libraries (docs/capture.md), publishing on
+	// the same NATS connection.
+	capturePublisher, err := capture.NewPublisher(capture.Config{}, js, keys, log, reg)
+	if err != nil {
+		return err
+	}
+	api.SetCapture(capturePublisher)
 	srv := &http.Server{Addr: *addr, Handler: api.Handler(reg), ReadHeaderTimeout: 10 * time.Second}
 	log.Info("api listening", "addr", *addr)
 	// Serve returns after in-flight requests finish; the deferred closes

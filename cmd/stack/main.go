@@ -23,11 +23,13 @@ import (
 
 	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/appconfig"
+	"github.com/personhub/personhub/pkg/capture"
 	"github.com/personhub/personhub/pkg/chlocal"
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/httpapi"
 	"github.com/personhub/personhub/pkg/ingest"
+	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/progress"
 	"github.com/personhub/personhub/pkg/stream"
 )
@@ -61,6 +63,8 @@ func run() error {
 	fs.IntVar(&cfg.chHTTPPort, "clickhouse-http-port", appconfig.EnvInt("STACK_CLICKHOUSE_HTTP_PORT", 18123), "HTTP port of the private ClickHouse (env STACK_CLICKHOUSE_HTTP_PORT)")
 	fs.StringVar(&cfg.database, "clickhouse-database", appconfig.Env("CLICKHOUSE_DATABASE", "personhub"), "ClickHouse database (env CLICKHOUSE_DATABASE)")
 	fs.StringVar(&cfg.common.LogLevel, "log-level", appconfig.Env("LOG_LEVEL", "info"), "log level (env LOG_LEVEL)")
+	var plugins plugin.Settings
+	plugins.Bind(fs)
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
@@ -158,6 +162,23 @@ func run() error {
 	}
 	defer watcher.Stop()
 	api.SetPersonWrites(httpapi.PersonWrites{JS: js, Progress: watcher, Activity: activity.New(store.Conn())})
+	// Plugins; the local organization may manage global plugins unless
+	// PLUGIN_GLOBAL_ORGANIZATIONS says otherwise.
+	if plugins.GlobalOrganizations == "" {
+		plugins.GlobalOrganizations = boot.OrganizationID
+	}
+	pluginService, err := plugins.Open(ctx, js, cp, store.Conn(), root, reg)
+	if err != nil {
+		return err
+	}
+	api.SetPlugins(pluginService)
+	// Capture for the client libraries (docs/capture.md), publishing on
+	// the same NATS connection.
+	capturePublisher, err := capture.NewPublisher(capture.Config{}, js, cp, root.With("component", "capture"), reg)
+	if err != nil {
+		return err
+	}
+	api.SetCapture(capturePublisher)
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
 	wg.Add(2)

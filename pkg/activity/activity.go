@@ -85,12 +85,24 @@ type Query struct {
 	ProjectID      uint64 // 0: any
 	ItemID         string // "": any
 	Limit, Page    int    // page counts from 1
+
+	// Scopes, when set, selects entries of any of these scopes instead
+	// of Scope.
+	Scopes []string
 }
 
 // List returns one page of entries, newest first, and the total count.
 func (l *Log) List(ctx context.Context, q Query) ([]Entry, uint64, error) {
 	where := "organization_id = ? AND scope = ?"
 	args := []any{q.OrganizationID, q.Scope}
+	if len(q.Scopes) > 0 {
+		scopes := make([]any, len(q.Scopes))
+		for i, sc := range q.Scopes {
+			scopes[i] = sc
+		}
+		where = "organization_id = ? AND scope IN ?"
+		args = []any{q.OrganizationID, clickhouse.GroupSet{Value: scopes}}
+	}
 	if q.ProjectID != 0 {
 		where += " AND project_id = ?"
 		args = append(args, q.ProjectID)

@@ -56,6 +56,7 @@ type API struct {
 	ready     func(ctx context.Context) error
 	plugins   *plugin.Service // nil: plugin routes are not served (SetPlugins)
 	writes    *PersonWrites
+	capture   Capture // nil: capture routes are not served (SetCapture, capture.go)
 }
 
 // New builds the API. ready reports whether backing services answer.
@@ -132,6 +133,27 @@ func (a *API) Handler(gatherer prometheus.Gatherer) http.Handler {
 		route("GET", pc+"{id}/", pr, a.getPluginConfig)
 		route("PATCH", pc+"{id}/", pw, a.patchPluginConfig)
 		route("DELETE", pc+"{id}/", pw, a.deletePluginConfig)
+	}
+
+	if a.capture != nil {
+		// Capture for the client libraries (capture.go, docs/capture.md):
+		// the project token in the request authenticates, never a personal
+		// key; CORS for browsers; each path also without its final slash.
+		public := func(path string, h handlerFunc) {
+			handler := a.instrument(path, captureCORS(a.wrap(h)))
+			r.Handle(path, handler).Methods("GET", "POST", "OPTIONS")
+			if short := strings.TrimSuffix(path, "/"); short != path {
+				r.Handle(short, handler).Methods("GET", "POST", "OPTIONS")
+			}
+		}
+		for _, path := range []string{"/capture/", "/batch/", "/e/", "/i/v0/e/", "/track/"} {
+			public(path, a.captureEvents)
+		}
+		public("/engage/", a.captureEngage)
+		public("/flags/", a.flags)
+		public("/decide/", a.flags)
+		public("/array/{token}/config", a.remoteConfigJSON)
+		public("/array/{token}/config.js", a.remoteConfigJS)
 	}
 
 	r.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))

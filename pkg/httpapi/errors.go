@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/propfilter"
 )
 
@@ -55,6 +56,7 @@ func missingScope(scope string) *Error {
 func toAPIError(err error) (*Error, bool) {
 	var apiErr *Error
 	var filterErr *propfilter.Error
+	var pluginErr *plugin.Error
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr, false
@@ -62,6 +64,10 @@ func toAPIError(err error) (*Error, bool) {
 		return invalid("properties", "Properties are unparsable! "+filterErr.Detail), false
 	case errors.Is(err, chstore.ErrNotFound):
 		return errNotFound, false
+	case errors.As(err, &pluginErr):
+		if e, internal := fromPluginError(pluginErr); e != nil {
+			return e, internal
+		}
 	}
 	return &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "error", Detail: "A server error occurred."}, true
 }

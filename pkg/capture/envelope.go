@@ -1,0 +1,172 @@
+package capture
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/personhub/personhub/pkg/event"
+)
+
+// uuidNamespace names the uuids given to events that arrive without one
+// but with their own timestamp (see envelopeOf).
+var uuidNamespace = uuid.MustParse("6f3c1d52-8a0e-4b7f-9c61-2d5e8f4a7b30")
+
+// Envelope is one event ready to publish: the contract's JSON
+// (docs/events.md) and its uuid, the Nats-Msg-Id.
+type Envelope struct {
+	UUID string
+	Data []byte
+}
+
+// envelopeOf builds the envelope of the i-th event of a request and
+// validates it with the ingester's own parser, so that an event accepted
+// here is never dead-lettered.
+//
+//   - event: the name; a missing name takes defaultEvent when set.
+//   - distinct_id: distinct_id, else $distinct_id, else
+//     properties.distinct_id, else properties.$distinct_id.
+//   - uuid: kept when given; otherwise made up. When the event has its own
+//     timestamp the made-up uuid is a hash of the project and the event's
+//     exact text, so a library retrying the same body within JetStream's
+//     duplicate window does not double the event; without a timestamp
+//     two identical events are different events, and get random uuids.
+//   - timestamp: see eventTime.
+//   - properties, $set, $set_once, $unset: passed through as sent.
+func envelopeOf(ev *Raw, i int, projectID uint64, now, sentAt time.Time, defaultEvent string) (Envelope, error) {
+	f := ev.Fields
+	name := f.Event
+	if isNull(name) {
+		if defaultEvent == "" {
+			return Envelope{}, eventError(Malformed, i, "event name is required")
+		}
+		name, _ = json.Marshal(defaultEvent)
+	}
+	if name[0] != '"' {
+		return Envelope{}, eventError(Malformed, i, "event name must be a string")
+	}
+	distinctID := firstPresent(f.DistinctID, f.DollarID)
+	if distinctID == nil {
+		distinctID = firstPresent(ev.Property("distinct_id"), ev.Property("$distinct_id"))
+	}
+	if distinctID == nil {
+		return Envelope{}, eventError(Malformed, i, "distinct_id is required (or properties.distinct_id)")
+	}
+	ts, hasTimestamp, err := eventTime(ev, now, sentAt)
+	if err != nil {
+		return Envelope{}, eventError(Malformed, i, "%v", err)
+	}
+	var id string
+	switch raw := f.UUID; {
+	case isNull(raw) || string(raw) == `""`:
+		if hasTimestamp {
+			id = uuid.NewSHA1(uuidNamespace, append(strconv.AppendUint(nil, projectID, 10), ev.JSON...)).String()
+		} else {
+			u, err := uuid.NewV7()
+			if err != nil {
+				return Envelope{}, err
+			}
+			id = u.String()
+		}
+	default:
+		if err := json.Unmarshal(raw, &id); err != nil {
+			return Envelope{}, eventError(Malformed, i, "uuid must be a string")
+		}
+		if _, err := uuid.Parse(id); err != nil {
+			return Envelope{}, eventError(Malformed, i, "uuid %q does not parse", id)
+		}
+	}
+
+	var b bytes.Buffer
+	b.Grow(len(ev.JSON) + 128)
+	b.WriteString(`{"uuid":`)
+	writeString(&b, id)
+	b.WriteString(`,"event":`)
+	b.Write(name)
+	b.WriteString(`,"distinct_id":`)
+	b.Write(distinctID)
+	b.WriteString(`,"timestamp":`)
+	writeString(&b, ts.UTC().Format(time.RFC3339Nano))
+	for _, kv := range [...]struct {
+		key string
+		v   json.RawMessage
+	}{{`,"properties":`, f.Properties}, {`,"$set":`, f.Set}, {`,"$set_once":`, f.SetOnce}, {`,"$unset":`, f.Unset}} {
+		if !isNull(kv.v) {
+			b.WriteString(kv.key)
+			b.Write(kv.v)
+		}
+	}
+	b.WriteString(`}`)
+	if b.Len() > MaxEventBytes {
+		return Envelope{}, eventError(TooLarge, i, "is %d bytes, the limit is %d", b.Len(), MaxEventBytes)
+	}
+	if _, err := event.Parse(b.Bytes()); err != nil {
+		var evErr *event.Error
+		if errors.As(err, &evErr) {
+			return Envelope{}, eventError(Malformed, i, "%s", evErr.Reason)
+		}
+		return Envelope{}, eventError(Malformed, i, "%v", err)
+	}
+	return Envelope{UUID: id, Data: b.Bytes()}, nil
+}
+
+// eventTime applies PostHog's clock-skew rules, with now the time the
+// request arrived:
+//
+//   - a timestamp with the request's sent_at: now - (sent_at - timestamp),
+//     the client's clock error taken out (unless properties.$ignore_sent_at
+//     is true);
+//   - a timestamp alone: as sent;
+//   - no timestamp, an offset (milliseconds before sending): now - offset;
+//   - neither: now.
+//
+// A result more than 23 hours ahead of now becomes now. hasTimestamp
+// reports whether the event carried its own timestamp.
+func eventTime(ev *Raw, now, sentAt time.Time) (t time.Time, hasTimestamp bool, err error) {
+	if raw := ev.Fields.Timestamp; !isNull(raw) {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return time.Time{}, false, errors.New("timestamp must be an RFC 3339 string")
+		}
+		if t, err = event.ParseTime(s); err != nil {
+			return time.Time{}, false, errors.New("timestamp " + strconv.Quote(s) + ": " + err.Error())
+		}
+		if !sentAt.IsZero() && string(ev.Property("$ignore_sent_at")) != "true" {
+			t = now.Add(t.Sub(sentAt))
+		}
+		hasTimestamp = true
+	} else if raw := ev.Fields.Offset; !isNull(raw) {
+		ms, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil {
+			return time.Time{}, false, errors.New("offset must be a number of milliseconds")
+		}
+		t = now.Add(-time.Duration(ms * float64(time.Millisecond)))
+	} else {
+		t = now
+	}
+	if t.After(now.Add(maxFuture)) {
+		t = now
+	}
+	return t.UTC(), hasTimestamp, nil
+}
+
+func isNull(v json.RawMessage) bool { return len(v) == 0 || string(v) == "null" }
+
+// firstPresent returns the first value that is neither null nor "".
+func firstPresent(values ...json.RawMessage) json.RawMessage {
+	for _, v := range values {
+		if !isNull(v) && string(v) != `""` {
+			return v
+		}
+	}
+	return nil
+}
+
+func writeString(b *bytes.Buffer, s string) {
+	out, _ := json.Marshal(s)
+	b.Write(out)
+}

@@ -1,0 +1,147 @@
+package capture
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+func raw(t *testing.T, s string) *Raw {
+	t.Helper()
+	ev, err := decodeRaw(json.RawMessage(s), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &ev
+}
+
+func TestEventTime(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	sentAt := now.Add(-time.Hour) // the client's clock is an hour slow
+	cases := []struct {
+		name   string
+		event  string
+		sentAt time.Time
+		want   time.Time
+	}{
+		{"timestamp and sent_at: skew removed", `{"timestamp":"2026-05-01T10:59:50Z"}`, sentAt, now.Add(-10 * time.Second)},
+		{"timestamp with an offset zone", `{"timestamp":"2026-05-01T12:59:50+02:00"}`, sentAt, now.Add(-10 * time.Second)},
+		{"$ignore_sent_at", `{"timestamp":"2026-05-01T10:59:50Z","properties":{"$ignore_sent_at":true}}`, sentAt, now.Add(-time.Hour - 10*time.Second)},
+		{"timestamp alone", `{"timestamp":"2026-04-01T00:00:00.123456Z"}`, time.Time{}, time.Date(2026, 4, 1, 0, 0, 0, 123456000, time.UTC)},
+		{"offset", `{"offset":1500}`, sentAt, now.Add(-1500 * time.Millisecond)},
+		{"timestamp wins over offset", `{"timestamp":"2026-04-01T00:00:00Z","offset":1500}`, time.Time{}, time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)},
+		{"nothing", `{}`, sentAt, now},
+		{"null timestamp", `{"timestamp":null}`, time.Time{}, now},
+		{"far future", `{"timestamp":"2026-05-03T00:00:00Z"}`, time.Time{}, now},
+		{"22 hours ahead is kept", `{"timestamp":"2026-05-02T10:00:00Z"}`, time.Time{}, now.Add(22 * time.Hour)},
+	}
+	for _, c := range cases {
+		got, _, err := eventTime(raw(t, c.event), now, c.sentAt)
+		if err != nil || !got.Equal(c.want) {
+			t.Errorf("%s: got %v, %v; want %v", c.name, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{`{"timestamp":12}`, `{"timestamp":"yesterday"}`, `{"offset":"x"}`, `{"timestamp":"1900-01-01T00:00:00Z"}`} {
+		if _, _, err := eventTime(raw(t, bad), now, time.Time{}); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
+	}
+}
+
+func TestEnvelope(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	decode := func(t *testing.T, env Envelope) map[string]any {
+		t.Helper()
+		var m map[string]any
+		d := json.NewDecoder(strings.NewReader(string(env.Data)))
+		d.UseNumber()
+		if err := d.Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		if m["uuid"] != env.UUID {
+			t.Fatalf("uuid %v, Nats-Msg-Id %s", m["uuid"], env.UUID)
+		}
+		return m
+	}
+	t.Run("fields pass through", func(t *testing.T) {
+		env, err := envelopeOf(raw(t, `{"uuid":"0190f1d4-7b6c-7c3a-9a51-1d2d8b7e6f00","event":"$identify","distinct_id":42,
+			"timestamp":"2026-05-01T11:00:00Z","properties":{"$anon_distinct_id":"anon","price":1.50,"$set":{"a":1}},
+			"$set":{"email":"x@y.z"},"$set_once":{"first":"yes"},"$unset":["trial"],"type":"capture","library":"l"}`), 0, 1, now, time.Time{}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `{"uuid":"0190f1d4-7b6c-7c3a-9a51-1d2d8b7e6f00","event":"$identify","distinct_id":42,"timestamp":"2026-05-01T11:00:00Z",` +
+			`"properties":{"$anon_distinct_id":"anon","price":1.50,"$set":{"a":1}},"$set":{"email":"x@y.z"},"$set_once":{"first":"yes"},"$unset":["trial"]}`
+		if string(env.Data) != want {
+			t.Fatalf("envelope\n%s\nwant\n%s", env.Data, want)
+		}
+	})
+	t.Run("distinct id sources", func(t *testing.T) {
+		for in, want := range map[string]string{
+			`{"event":"e","distinct_id":"top","properties":{"distinct_id":"inner"}}`: "top",
+			`{"event":"e","distinct_id":"","properties":{"distinct_id":"inner"}}`:    "inner",
+			`{"event":"e","$distinct_id":"dollar"}`:                                  "dollar",
+			`{"event":"e","properties":{"distinct_id":"inner"}}`:                     "inner",
+			`{"event":"e","properties":{"$distinct_id":"inner$"}}`:                   "inner$",
+		} {
+			env, err := envelopeOf(raw(t, in), 0, 1, now, time.Time{}, "")
+			if err != nil || decode(t, env)["distinct_id"] != want {
+				t.Errorf("%s: %s %v", in, env.Data, err)
+			}
+		}
+	})
+	t.Run("made-up uuids", func(t *testing.T) {
+		withTS := raw(t, `{"event":"e","distinct_id":"a","uuid":"","timestamp":"2026-05-01T11:00:00Z"}`)
+		a, _ := envelopeOf(withTS, 0, 1, now, time.Time{}, "")
+		b, _ := envelopeOf(withTS, 0, 1, now.Add(time.Minute), time.Time{}, "")
+		c, _ := envelopeOf(withTS, 0, 2, now, time.Time{}, "")
+		if a.UUID == "" || a.UUID != b.UUID || a.UUID == c.UUID {
+			t.Fatalf("same event retried: %s %s; other project %s", a.UUID, b.UUID, c.UUID)
+		}
+		noTS := raw(t, `{"event":"e","distinct_id":"a"}`)
+		d, _ := envelopeOf(noTS, 0, 1, now, time.Time{}, "")
+		e, _ := envelopeOf(noTS, 0, 1, now, time.Time{}, "")
+		if d.UUID == e.UUID || uuid.MustParse(d.UUID).Version() != 7 {
+			t.Fatalf("events without timestamp: %s %s", d.UUID, e.UUID)
+		}
+		if m := decode(t, d); m["timestamp"] != "2026-05-01T12:00:00Z" {
+			t.Fatalf("timestamp %v", m["timestamp"])
+		}
+	})
+	t.Run("default event name", func(t *testing.T) {
+		env, err := envelopeOf(raw(t, `{"$distinct_id":"a","$set":{"x":1}}`), 0, 1, now, time.Time{}, "$set")
+		if err != nil || decode(t, env)["event"] != "$set" {
+			t.Fatalf("%s %v", env.Data, err)
+		}
+	})
+	t.Run("refusals", func(t *testing.T) {
+		huge := `{"event":"e","distinct_id":"a","properties":{"x":"` + strings.Repeat("x", MaxEventBytes) + `"}}`
+		for in, want := range map[string]struct {
+			kind   Kind
+			reason string
+		}{
+			`{"distinct_id":"a"}`:                              {Malformed, "event name is required"},
+			`{"event":"","distinct_id":"a"}`:                   {Malformed, "event name is required"},
+			`{"event":"e"}`:                                    {Malformed, "distinct_id is required"},
+			`{"event":"e","distinct_id":"  "}`:                 {Malformed, "distinct_id is empty"},
+			`{"event":"e","distinct_id":{"a":1}}`:              {Malformed, "string or a number"},
+			`{"event":"e","distinct_id":"a","uuid":"x"}`:       {Malformed, "does not parse"},
+			`{"event":"e","distinct_id":"a","uuid":7}`:         {Malformed, "uuid must be a string"},
+			`{"event":7,"distinct_id":"a"}`:                    {Malformed, "event name must be a string"},
+			`{"event":"e","distinct_id":"a","$set":[1]}`:       {Malformed, "$set must be an object"},
+			`{"event":"e","distinct_id":"a","timestamp":"no"}`: {Malformed, "timestamp"},
+			`{"event":"e","distinct_id":"a","properties":[1]}`: {Malformed, "properties must be an object"},
+			huge: {TooLarge, "limit is 1048576"},
+		} {
+			_, err := envelopeOf(raw(t, in), 3, 1, now, time.Time{}, "")
+			var e *Error
+			if !errors.As(err, &e) || e.Kind != want.kind || e.Index != 3 || !strings.Contains(e.Reason, want.reason) {
+				t.Errorf("%.80s: %v, want %q", in, err, want.reason)
+			}
+		}
+	})
+}

@@ -1,0 +1,151 @@
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/personhub/personhub/pkg/controlplane"
+	"github.com/personhub/personhub/pkg/stream"
+)
+
+// Projects finds a project by its public capture token, without I/O.
+type Projects interface {
+	ProjectByToken(token string) (controlplane.Project, bool)
+}
+
+// Publisher validates decoded requests and publishes their events.
+type Publisher struct {
+	cfg       Config
+	js        jetstream.JetStream
+	projects  Projects
+	log       *slog.Logger
+	published prometheus.Counter
+	rejected  *prometheus.CounterVec
+	wait      prometheus.Histogram
+}
+
+// NewPublisher publishes on its own JetStream context over js's
+// connection, so its asynchronous publishes have their own bound and
+// time out by themselves.
+func NewPublisher(cfg Config, js jetstream.JetStream, projects Projects, logger *slog.Logger, reg prometheus.Registerer) (*Publisher, error) {
+	cfg = cfg.withDefaults()
+	own, err := jetstream.New(js.Conn(),
+		jetstream.WithPublishAsyncMaxPending(8*cfg.Window),
+		jetstream.WithPublishAsyncTimeout(cfg.PublishTimeout))
+	if err != nil {
+		return nil, err
+	}
+	p := &Publisher{cfg: cfg, js: own, projects: projects, log: logger}
+	p.published = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "capture", Name: "events_published_total",
+		Help: "Events acknowledged by JetStream."})
+	p.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "capture", Name: "requests_rejected_total",
+		Help: "Capture requests refused, by reason."}, []string{"reason"})
+	p.wait = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "capture", Name: "publish_seconds",
+		Help: "Time from the first publish of a request to the last acknowledgement.", Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16)})
+	reg.MustRegister(p.published, p.rejected, p.wait)
+	return p, nil
+}
+
+// MaxRequestBytes is the body limit to decode requests with.
+func (p *Publisher) MaxRequestBytes() int64 { return p.cfg.MaxRequestBytes }
+
+// Project returns the project of a capture token, or an Unauthorized error.
+func (p *Publisher) Project(token string) (controlplane.Project, error) {
+	if token == "" {
+		return controlplane.Project{}, requestError(Unauthorized, "no project token")
+	}
+	proj, ok := p.projects.ProjectByToken(token)
+	if !ok {
+		return controlplane.Project{}, requestError(Unauthorized, "the project token is not a known project's")
+	}
+	return proj, nil
+}
+
+// Capture validates every event of a request and only then publishes them
+// all, returning after JetStream acknowledged each: a request is accepted
+// whole or refused whole (a refused request publishes nothing, except
+// after an Unavailable error, where a prefix may have been stored; a
+// retry with the same uuids is deduplicated by the stream). now is when
+// the request arrived.
+func (p *Publisher) Capture(ctx context.Context, b *Batch, now time.Time) (int, error) {
+	n, err := p.capture(ctx, b, now)
+	if err != nil {
+		reason := "error"
+		var capErr *Error
+		if errors.As(err, &capErr) {
+			reason = [...]string{"error", "malformed", "too_large", "unauthorized", "unavailable"}[capErr.Kind]
+		}
+		p.rejected.WithLabelValues(reason).Inc()
+	}
+	return n, err
+}
+
+func (p *Publisher) capture(ctx context.Context, b *Batch, now time.Time) (int, error) {
+	proj, err := p.Project(b.Token)
+	if err != nil {
+		return 0, err
+	}
+	envs := make([]Envelope, len(b.Events))
+	for i := range b.Events {
+		if envs[i], err = envelopeOf(&b.Events[i], i, proj.ID, now, b.SentAt, b.DefaultEvent); err != nil {
+			return 0, err
+		}
+	}
+	start := time.Now()
+	if err := p.Publish(ctx, proj.ID, envs); err != nil {
+		return 0, &Error{Kind: Unavailable, Index: -1, Reason: "the event stream did not acknowledge the events; retry", Err: err}
+	}
+	p.wait.Observe(time.Since(start).Seconds())
+	p.published.Add(float64(len(envs)))
+	return len(envs), nil
+}
+
+// Publish sends envelopes to a project's subject asynchronously, at most
+// the configured window awaiting acknowledgement (one connection keeps
+// their order), and returns once every one is acknowledged, or with the
+// first failure.
+func (p *Publisher) Publish(ctx context.Context, projectID uint64, envs []Envelope) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.PublishTimeout)
+	defer cancel()
+	subject := stream.Subject(projectID)
+	pending := make([]jetstream.PubAckFuture, 0, min(len(envs), p.cfg.Window))
+	await := func(f jetstream.PubAckFuture) error {
+		select {
+		case <-f.Ok():
+			return nil
+		case err := <-f.Err():
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for acknowledgements: %w", ctx.Err())
+		}
+	}
+	for _, env := range envs {
+		if len(pending) == p.cfg.Window {
+			if err := await(pending[0]); err != nil {
+				return err
+			}
+			pending = pending[1:]
+		}
+		msg := nats.NewMsg(subject)
+		msg.Data = env.Data
+		msg.Header.Set(jetstream.MsgIDHeader, env.UUID)
+		f, err := p.js.PublishMsgAsync(msg, jetstream.WithExpectStream(stream.Events), jetstream.WithStallWait(p.cfg.PublishTimeout))
+		if err != nil {
+			return err
+		}
+		pending = append(pending, f)
+	}
+	for _, f := range pending {
+		if err := await(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/personhub/personhub/pkg/plugin"
+)
+
+// pluginConfigJSON is a plugin config as the API shows it; secret values
+// are already masked by the plugin service.
+type pluginConfigJSON struct {
+	ID          uint64         `json:"id"`
+	Plugin      uint64         `json:"plugin"`
+	Enabled     bool           `json:"enabled"`
+	Order       int            `json:"order"`
+	Config      map[string]any `json:"config"`
+	TeamID      uint64         `json:"team_id"`
+	Name        *string        `json:"name"`
+	Description *string        `json:"description"`
+	Deleted     bool           `json:"deleted"`
+	CreatedAt   string         `json:"created_at"`
+	UpdatedAt   string         `json:"updated_at"`
+}
+
+func toPluginConfigJSON(c plugin.Config) pluginConfigJSON {
+	const ts = "2006-01-02T15:04:05.000000Z"
+	cfg := c.Config
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	return pluginConfigJSON{ID: c.ID, Plugin: c.PluginID, Enabled: c.Enabled, Order: c.Order, Config: cfg,
+		TeamID: c.ProjectID, Name: c.Name, Description: c.Description, Deleted: c.Deleted,
+		CreatedAt: c.CreatedAt.UTC().Format(ts), UpdatedAt: c.UpdatedAt.UTC().Format(ts)}
+}
+
+// configTarget checks the project (the key's organization's) and returns
+// the actor and the project id.
+func (a *API) configTarget(r *http.Request) (plugin.Actor, uint64, error) {
+	p, err := a.project(r)
+	if err != nil {
+		return plugin.Actor{}, 0, err
+	}
+	k := keyFrom(r.Context())
+	return plugin.Actor{OrganizationID: k.OrganizationID, KeyID: k.ID, KeyLabel: k.Label}, p.ID, nil
+}
+
+// configID is the {id} of a plugin config path.
+func configID(r *http.Request) (uint64, error) {
+	id, err := parseID(pathVar(r, "id"))
+	if err != nil {
+		return 0, errNotFound
+	}
+	return id, nil
+}
+
+// listPluginConfigs serves GET /api/projects/{project_id}/plugin_configs/:
+// the project's configs by order, then id, paginated.
+func (a *API) listPluginConfigs(w http.ResponseWriter, r *http.Request) error {
+	actor, project, err := a.configTarget(r)
+	if err != nil {
+		return err
+	}
+	limit, offset, _, err := page(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	all, err := a.plugins.ListConfigs(r.Context(), actor, project)
+	if err != nil {
+		return err
+	}
+	start, end := min(offset, len(all)), min(offset+limit, len(all))
+	results := make([]pluginConfigJSON, 0, end-start)
+	for _, c := range all[start:end] {
+		results = append(results, toPluginConfigJSON(c))
+	}
+	next, prev := a.pageLinks(r, limit, offset, uint64(len(all)))
+	writeJSON(w, http.StatusOK, envelope{Count: uint64(len(all)), Next: next, Previous: prev, Results: results})
+	return nil
+}
+
+// createPluginConfig serves POST /api/projects/{project_id}/plugin_configs/.
+func (a *API) createPluginConfig(w http.ResponseWriter, r *http.Request) error {
+	actor, project, err := a.configTarget(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(w, r, maxConfigBody)
+	if err != nil {
+		return err
+	}
+	in, err := plugin.DecodeConfigInput(body)
+	if err != nil {
+		return err
+	}
+	c, err := a.plugins.CreateConfig(r.Context(), actor, project, in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, toPluginConfigJSON(c))
+	return nil
+}
+
+// getPluginConfig serves GET /api/projects/{project_id}/plugin_configs/{id}/.
+func (a *API) getPluginConfig(w http.ResponseWriter, r *http.Request) error {
+	actor, project, err := a.configTarget(r)
+	if err != nil {
+		return err
+	}
+	id, err := configID(r)
+	if err != nil {
+		return err
+	}
+	c, err := a.plugins.GetConfig(r.Context(), actor, project, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toPluginConfigJSON(c))
+	return nil
+}
+
+// patchPluginConfig serves PATCH /api/projects/{project_id}/plugin_configs/{id}/.
+func (a *API) patchPluginConfig(w http.ResponseWriter, r *http.Request) error {
+	actor, project, err := a.configTarget(r)
+	if err != nil {
+		return err
+	}
+	id, err := configID(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(w, r, maxConfigBody)
+	if err != nil {
+		return err
+	}
+	in, err := plugin.DecodeConfigInput(body)
+	if err != nil {
+		return err
+	}
+	c, err := a.plugins.PatchConfig(r.Context(), actor, project, id, in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toPluginConfigJSON(c))
+	return nil
+}
+
+// deletePluginConfig serves DELETE /api/projects/{project_id}/plugin_configs/{id}/.
+func (a *API) deletePluginConfig(w http.ResponseWriter, r *http.Request) error {
+	actor, project, err := a.configTarget(r)
+	if err != nil {
+		return err
+	}
+	id, err := configID(r)
+	if err != nil {
+		return err
+	}
+	if err := a.plugins.DeleteConfig(r.Context(), actor, project, id); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

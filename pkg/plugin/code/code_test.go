@@ -1,0 +1,88 @@
+package code_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/personhub/personhub/pkg/plugin/code"
+)
+
+func TestExports(t *testing.T) {
+	cases := []struct {
+		file, src string
+		want      []string
+	}{
+		{"index.ts", "export function processEvent(e: any) { return e }", []string{"processEvent"}},
+		{"index.ts", "export const processEvent = (e) => e", []string{"processEvent"}},
+		{"index.ts", "export async function onEvent(e) {}\nexport async function setupPlugin() {}", []string{"onEvent", "setupPlugin"}},
+		{"index.js", "function a(e) { return e }\nconst b = 1\nexport { a as processEvent, b }", []string{"b", "processEvent"}},
+		{"index.ts", "export type T = string\nexport interface I {}\nexport default {}", []string{"default"}},
+		{"index.ts", "import { x } from 'y'\nexport { x as runEveryMinute }", []string{"runEveryMinute"}},
+		// Mentions that are not exports.
+		{"index.ts", "// export function processEvent() {}\nconst s = 'export function processEvent'", nil},
+		{"index.js", "exports.processEvent = function (e) { return e }\nmodule.exports.onEvent = () => {}", []string{"onEvent", "processEvent"}},
+		{"index.js", "function p(e) { return e }\nmodule.exports = { processEvent: p, setupPlugin, async onEvent(e) {}, /* x, */ 'str': 1 }", []string{"onEvent", "processEvent", "setupPlugin"}},
+	}
+	for _, c := range cases {
+		got, err := code.Exports(c.file, c.src)
+		if err != nil {
+			t.Errorf("%q: %v", c.src, err)
+			continue
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%q: %v, want %v", c.src, got, c.want)
+		}
+	}
+	_, err := code.Exports("index.ts", "export function (")
+	if se, ok := err.(*code.SyntaxError); !ok || !strings.Contains(se.Message, "index.ts:1:") {
+		t.Fatalf("syntax error: %v", err)
+	}
+}
+
+func TestCapabilitiesOf(t *testing.T) {
+	c := code.CapabilitiesOf([]string{"default", "onEvent", "processEvent", "runEveryHour", "x"})
+	if !slices.Equal(c.Methods, []string{"onEvent", "processEvent"}) || !slices.Equal(c.ScheduledTasks, []string{"runEveryHour"}) || c.Jobs == nil {
+		t.Fatalf("%+v", c)
+	}
+}
+
+func TestTranspile(t *testing.T) {
+	out, err := code.Transpile("frontend.tsx", "export const scene = { component: () => <div className=\"x\">hi</div> }")
+	if err != nil || !strings.Contains(out, "React.createElement") || strings.Contains(out, "<div") {
+		t.Fatalf("tsx: %q %v", out, err)
+	}
+	out, err = code.Transpile("site.ts", "export function inject({ config }: { config: any }): void { console.log(config) }")
+	if err != nil || strings.Contains(out, ": void") || !strings.Contains(out, "inject") {
+		t.Fatalf("ts: %q %v", out, err)
+	}
+	_, err = code.Transpile("site.ts", "export function inject( {")
+	if se, ok := err.(*code.SyntaxError); !ok || !strings.HasPrefix(se.Message, "site.ts:1:") {
+		t.Fatalf("error: %v", err)
+	}
+}
+
+func FuzzExports(f *testing.F) {
+	for _, s := range []string{
+		"export function processEvent(e) { return e }",
+		"module.exports = { a, b: 1, async c() {}, get d() {} }",
+		"exports.x = 1",
+		"module.exports = { 'a': `b${c}`, /* } */ d }",
+		"module.exports = {",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		a, errA := code.Exports("index.js", src)
+		b, errB := code.Exports("index.js", src)
+		if (errA == nil) != (errB == nil) || !slices.Equal(a, b) {
+			t.Fatalf("not deterministic: %v %v / %v %v", a, errA, b, errB)
+		}
+		for _, n := range a {
+			if n == "" || strings.ContainsAny(n, " \n\t(){}") {
+				t.Fatalf("odd export name %q", n)
+			}
+		}
+		_ = code.CapabilitiesOf(a)
+	})
+}
