@@ -23,7 +23,7 @@ if ! have chromium && ! have chromium-browser; then
   fi
   echo "Installing Debian's chromium package..." >&2
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
   echo "chromium installed." >&2
 fi
 
