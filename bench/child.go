@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	rpprof "runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/ingest"
+)
+
+// childCommand is the first argument that makes the bench binary run as
+// the ingester under test: pkg/ingest exactly as cmd/ingester runs it,
+// in its own process (so its CPU time and RSS are its own), plus a
+// loopback-only HTTP server with /metrics, /debug/pprof/ and CPU-profile
+// start/stop, which exists only in this bench code path.
+const childCommand = "ingester-child"
+
+func childMain(args []string) error {
+	fs := flag.NewFlagSet(childCommand, flag.ContinueOnError)
+	natsURL := fs.String("nats-url", "", "NATS URL")
+	addr := fs.String("clickhouse-addr", "", "ClickHouse native address")
+	db := fs.String("database", "", "ClickHouse database")
+	logPath := fs.String("log", "", "log file")
+	cfg := ingest.DefaultConfig()
+	fs.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "ingest BatchSize")
+	fs.DurationVar(&cfg.BatchWait, "batch-wait", cfg.BatchWait, "ingest BatchWait")
+	fs.IntVar(&cfg.MaxCachedPersons, "max-cached-persons", cfg.MaxCachedPersons, "ingest MaxCachedPersons")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	logOut := io.Discard
+	if *logPath != "" {
+		f, err := os.Create(*logPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		logOut = f
+	}
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	nc, err := nats.Connect(*natsURL, nats.Name("bench-ingester"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	store, err := chstore.Open(ctx, chstore.Config{Addr: *addr, Database: *db})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ing, err := ingest.New(cfg, js, store, log, reg)
+	if err != nil {
+		return err
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	var prof struct {
+		sync.Mutex
+		f *os.File
+	}
+	mux.HandleFunc("/cpu/start", func(w http.ResponseWriter, r *http.Request) {
+		prof.Lock()
+		defer prof.Unlock()
+		f, err := os.Create(r.URL.Query().Get("path"))
+		if err == nil {
+			if err = rpprof.StartCPUProfile(f); err != nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		prof.f = f
+	})
+	mux.HandleFunc("/cpu/stop", func(w http.ResponseWriter, r *http.Request) {
+		prof.Lock()
+		defer prof.Unlock()
+		if prof.f != nil {
+			rpprof.StopCPUProfile()
+			prof.f.Close()
+			prof.f = nil
+		}
+	})
+	mux.HandleFunc("/heap", func(w http.ResponseWriter, r *http.Request) {
+		runtime.GC()
+		f, err := os.Create(r.URL.Query().Get("path"))
+		if err == nil {
+			err = rpprof.WriteHeapProfile(f)
+			f.Close()
+		}
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go func() { _ = http.Serve(ln, mux) }()
+	fmt.Printf("READY %s\n", ln.Addr())
+	return ing.Run(ctx)
+}
+
+// ingesterProc is the running child, seen from the bench.
+type ingesterProc struct {
+	cmd  *exec.Cmd
+	pid  int
+	http string
+	done chan error
+}
+
+// startIngester runs the bench binary as the ingester child.
+func startIngester(natsURL, chAddr, db, logPath string, cfg ingest.Config) (*ingesterProc, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, childCommand, "-nats-url", natsURL, "-clickhouse-addr", chAddr, "-database", db,
+		"-log", logPath, "-batch-size", strconv.Itoa(cfg.BatchSize), "-batch-wait", cfg.BatchWait.String(),
+		"-max-cached-persons", strconv.Itoa(cfg.MaxCachedPersons))
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &ingesterProc{cmd: cmd, pid: cmd.Process.Pid, done: make(chan error, 1)}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "READY "); ok {
+				ready <- a
+			}
+		}
+	}()
+	go func() { p.done <- cmd.Wait() }()
+	select {
+	case a := <-ready:
+		p.http = "http://" + a
+	case err := <-p.done:
+		return nil, fmt.Errorf("ingester child exited at start: %v", err)
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		return nil, errors.New("ingester child did not start within 30s")
+	}
+	return p, nil
+}
+
+// stop sends SIGTERM (the ingester flushes the batch in hand) and waits.
+func (p *ingesterProc) stop() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(60 * time.Second):
+		_ = p.cmd.Process.Kill()
+		return errors.New("ingester child did not stop within 60s; killed")
+	}
+}
+
+func (p *ingesterProc) get(path string) (string, error) {
+	resp, err := http.Get(p.http + path)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		return "", fmt.Errorf("%s: %s %s", path, resp.Status, body)
+	}
+	return string(body), err
+}
+
+func (p *ingesterProc) startCPUProfile(path string) error {
+	_, err := p.get("/cpu/start?path=" + path)
+	return err
+}
+
+func (p *ingesterProc) stopCPUProfile() error {
+	_, err := p.get("/cpu/stop")
+	return err
+}
+
+func (p *ingesterProc) heapProfile(path string) error {
+	_, err := p.get("/heap?path=" + path)
+	return err
+}
+
+// metric returns the sum of a metric's samples (every label set) from the
+// child's /metrics text.
+func (p *ingesterProc) metric(name string) float64 {
+	text, err := p.get("/metrics")
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		f := strings.Fields(rest)
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}

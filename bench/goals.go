@@ -1,0 +1,99 @@
+package main
+
+import "fmt"
+
+// goals turns the measurements into the G1..G8 lines of
+// shared/performance.md: each a ratio against a baseline of the same run
+// (or an absolute bound where the target is one).
+func goals(r *Result, o options, p plan) []Goal {
+	var out []Goal
+	b, pr := r.Baseline, r.Project
+	in := pr.Ingest
+
+	if in.PerSecond > 0 && b.ConsumeAckEach.PerSecond > 0 {
+		x := ratio(in.PerSecond, b.ConsumeAckEach.PerSecond)
+		out = append(out, goal("G1", "end-to-end ingest vs raw consume (ack each)", ">= 0.50x",
+			fmt.Sprintf("%.2fx (%.0f vs %.0f ev/s)", x, in.PerSecond, b.ConsumeAckEach.PerSecond), x, x >= 0.5))
+	} else {
+		out = append(out, notMeasured("G1", "end-to-end ingest vs raw consume (ack each)", ">= 0.50x", "not measured"))
+	}
+	if b.Insert.Client.PerSecond > 0 {
+		x := ratio(b.Insert.Store.PerSecond, b.Insert.Client.PerSecond)
+		out = append(out, goal("G2", "events insert (store, ingester batches) vs clickhouse-client TSV", ">= 0.60x",
+			fmt.Sprintf("%.2fx (%.0f vs %.0f rows/s)", x, b.Insert.Store.PerSecond, b.Insert.Client.PerSecond), x, x >= 0.6))
+	} else {
+		out = append(out, notMeasured("G2", "events insert vs clickhouse-client TSV", ">= 0.60x", "not measured"))
+	}
+	if r.Dataset.MutatingEvents > 0 && in.Batches > 0 {
+		x := in.PersonRowsMetric / float64(r.Dataset.MutatingEvents)
+		out = append(out, goal("G3", "person rows written / person-mutating events", "<= 0.50",
+			fmt.Sprintf("%.3f (%.0f rows / %d events)", x, in.PersonRowsMetric, r.Dataset.MutatingEvents), x, x <= 0.5))
+	} else {
+		out = append(out, notMeasured("G3", "person rows written / person-mutating events", "<= 0.50", "not measured"))
+	}
+
+	latGoal := func(id, what, target string, limit float64, l, base Latency) Goal {
+		if l.N == 0 || base.N == 0 {
+			return notMeasured(id, what, target, "not measured")
+		}
+		x := ratio(l.P99ms, base.P99ms)
+		return goal(id, what, target, fmt.Sprintf("%.2fx (p99 %.1f vs %.1f ms)", x, l.P99ms, base.P99ms), x, x <= limit)
+	}
+	raw := func(name string, conc int) Latency { return findLat(b.Reads, name+layerRaw, "idle", conc) }
+	api := func(name, load string, conc int) Latency { return findLat(pr.Reads, name+layerAPI, load, conc) }
+	persons := fmt.Sprintf("%dk persons", r.Project.PersonsTotal/1000)
+	for _, c := range []int{1, 16} {
+		out = append(out, latGoal("G4", fmt.Sprintf("GET person p99, c=%d, idle, vs bare driver (%s)", c, persons), "<= 1.3x", 1.3,
+			api(nameGet, "idle", c), raw(nameGet, c)))
+	}
+	for _, c := range []int{1, 16} {
+		out = append(out, latGoal("G4", fmt.Sprintf("GET person p99, c=%d, while ingesting, vs bare driver idle", c), "<= 3x", 3,
+			api(nameGet, "ingesting", c), raw(nameGet, c)))
+	}
+	for _, c := range []int{1, 16} {
+		out = append(out, latGoal("G5", fmt.Sprintf("list first page p99, c=%d, vs bare driver same SQL", c), "<= 1.2x", 1.2,
+			api(nameList, "idle", c), raw(nameList, c)))
+		out = append(out, latGoal("G5", fmt.Sprintf("list with property filter p99, c=%d, vs bare driver", c), "<= 1.2x", 1.2,
+			api(nameListFiltered, "idle", c), raw(nameListFiltered, c)))
+	}
+	if l := api(nameList, "idle", 1); l.N > 0 {
+		out = append(out, goal("G5", "list first page p99, c=1, absolute", "<= 100 ms", fmt.Sprintf("%.1f ms", l.P99ms), l.P99ms, l.P99ms <= 100))
+	}
+	for _, c := range []struct {
+		load  string
+		l     Latency
+		limit float64
+	}{{"idle", pr.PatchIdle[1], 100}, {"while ingesting", pr.PatchLoad[1], 1000}} {
+		what := "PATCH then GET shows it, p99, " + c.load
+		target := fmt.Sprintf("<= %.0f ms", c.limit)
+		if c.l.N == 0 {
+			out = append(out, notMeasured("G6", what, target, "not measured"))
+			continue
+		}
+		out = append(out, goal("G6", what, target, fmt.Sprintf("%.1f ms (p50 %.1f)", c.l.P99ms, c.l.P50ms), c.l.P99ms, c.l.P99ms <= c.limit))
+	}
+	what7 := fmt.Sprintf("event purge of %d queued persons vs one raw ALTER DELETE", p.deletePersons)
+	switch {
+	case pr.Purge != nil && pr.Purge.RawSeconds > 0:
+		x := ratio(pr.Purge.RunnerSeconds, pr.Purge.RawSeconds)
+		ok := x <= 1.2 && pr.Purge.RunnerLeft == 0
+		out = append(out, goal("G7", what7, "<= 1.2x", fmt.Sprintf("%.2fx (%.2fs vs %.2fs, %d mutations)", x, pr.Purge.RunnerSeconds, pr.Purge.RawSeconds, pr.Purge.RunnerMutation), x, ok))
+	case pr.PurgeErr != "":
+		out = append(out, notMeasured("G7", what7, "<= 1.2x", "failed: "+pr.PurgeErr))
+	default:
+		out = append(out, notMeasured("G7", what7, "<= 1.2x", "not available"))
+	}
+	if pr.RSSAt1MBytes > 0 {
+		out = append(out, goal("G8", fmt.Sprintf("ingester RSS at %s (max cached %d)", persons, pr.CachedPersonsMax),
+			fmt.Sprintf("<= %.0f MiB", mib(o.rssCeiling)), fmt.Sprintf("%.0f MiB (peak %.0f)", mib(pr.RSSAt1MBytes), mib(pr.RSSPeakBytes)),
+			mib(pr.RSSAt1MBytes), pr.RSSAt1MBytes <= o.rssCeiling && pr.RSSPeakBytes <= o.rssCeiling))
+	}
+	if sk := pr.Soak; sk != nil && len(sk.RSSBytes) > 0 {
+		out = append(out, goal("G8", fmt.Sprintf("ingester RSS growth over a %.0f-min soak", sk.Seconds/60), "<= 10%",
+			fmt.Sprintf("%+.1f%% (%.0f -> %.0f MiB; lag at end %d events)", sk.GrowthPct, mib(sk.RSSBytes[0]), mib(sk.RSSBytes[len(sk.RSSBytes)-1]), sk.LagAtEnd),
+			sk.GrowthPct, sk.GrowthPct <= 10 && sk.Seconds >= 300))
+	} else {
+		out = append(out, notMeasured("G8", "ingester RSS growth over a 10-min soak", "<= 10%", "skipped ("+p.mode+" mode)"))
+	}
+	return out
+}

@@ -1,0 +1,184 @@
+// Command bench measures the service's speed, cost and memory against raw
+// baselines taken in the same run on the same data (targets G1..G8 of
+// shared/performance.md), prints a table and writes the results as JSON
+// under bench/results/. `make bench` runs it; `make bench QUICK=1` runs the
+// small dataset. See docs/performance.md.
+//
+// It starts its own ClickHouse (pkg/chlocal in a temp dir, or
+// $CLICKHOUSE_ADDR) and an embedded JetStream server, runs the ingester as
+// a child process (this binary with the ingester-child argument: pkg/ingest
+// as cmd/ingester runs it, plus a loopback pprof endpoint), and the HTTP
+// API in this process, wired as cmd/stack wires them.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	"github.com/personhub/personhub/pkg/ingest"
+)
+
+// plan is the size of one run.
+type plan struct {
+	mode          string
+	events, ids   int
+	persons       int // persons in the table for the read and memory measurements
+	deletePersons int
+	get1, get16   budget
+	list1, list16 budget
+	patchIdle     int
+	patchLoad     int
+	soak          time.Duration
+	soakRate      int
+}
+
+func planFor(quick bool) plan {
+	if quick {
+		return plan{mode: "quick", events: 50_000, ids: 10_000, persons: 50_000, deletePersons: 1_000,
+			get1: budget{300, 2 * time.Second}, get16: budget{600, 2 * time.Second},
+			list1: budget{25, 2 * time.Second}, list16: budget{48, 2 * time.Second},
+			patchIdle: 40, patchLoad: 8}
+	}
+	return plan{mode: "full", events: 1_000_000, ids: 200_000, persons: 1_000_000, deletePersons: 10_000,
+		get1: budget{1000, 20 * time.Second}, get16: budget{4000, 20 * time.Second},
+		list1: budget{100, 20 * time.Second}, list16: budget{200, 20 * time.Second},
+		patchIdle: 200, patchLoad: 40, soak: 10 * time.Minute, soakRate: 4000}
+}
+
+type options struct {
+	quick      bool
+	out        string
+	seed       uint64
+	soak       time.Duration
+	soakRate   int
+	rssCeiling int64
+	keep       bool
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == childCommand {
+		if err := childMain(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench ingester:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.BoolVar(&o.quick, "quick", false, "small dataset (~50k events), under two minutes")
+	fs.StringVar(&o.out, "out", "bench/results", "folder for the JSON results and profiles")
+	fs.Uint64Var(&o.seed, "seed", 42, "dataset seed")
+	fs.DurationVar(&o.soak, "soak", -1, "soak duration (default 10m in full mode, none in quick mode; 0 skips)")
+	fs.IntVar(&o.soakRate, "soak-rate", 0, "events per second during the soak (default 4000)")
+	var ceiling int64
+	fs.Int64Var(&ceiling, "rss-ceiling-mib", 1024, "documented ingester RSS ceiling (G8) at the default max-cached-persons")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (ClickHouse and NATS data, logs)")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		os.Exit(2)
+	}
+	o.rssCeiling = ceiling << 20
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// logf prints progress with the time since the start.
+type progressLog struct{ start time.Time }
+
+func (p progressLog) f(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(p.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, o options) error {
+	p := planFor(o.quick)
+	if o.soak >= 0 {
+		p.soak = o.soak
+	}
+	if o.soakRate > 0 {
+		p.soakRate = o.soakRate
+	}
+	if p.soakRate == 0 {
+		p.soakRate = 4000
+	}
+	res := &Result{Started: time.Now().UTC(), Mode: p.mode, LoadAvg: [2]float64{loadAvg(), 0}}
+	lg := progressLog{start: time.Now()}
+	tmp, err := os.MkdirTemp("", "personhub-bench-")
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		lg.f("temp dir %s (kept)", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	stamp := res.Started.Format("20060102T150405Z") + "-" + p.mode
+	profile := func(name string) string {
+		path, _ := filepath.Abs(filepath.Join(o.out, stamp+"-"+name))
+		res.Profiles = append(res.Profiles, path)
+		return path
+	}
+
+	lg.f("starting ClickHouse and JetStream")
+	ch, err := startClickHouse(ctx, tmp)
+	if err != nil {
+		return err
+	}
+	defer ch.stop()
+	n, err := startNATS(tmp)
+	if err != nil {
+		return err
+	}
+	defer n.stop()
+	res.Machine = describeMachine(ch)
+	if ch.pid == 0 {
+		res.Notes = append(res.Notes, "ClickHouse server process not found: its CPU time is not measured")
+	}
+	s := &session{o: o, p: p, res: res, lg: lg, tmp: tmp, ch: ch, n: n, profile: profile,
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: ingest.DefaultConfig()}
+	res.Ingester = s.cfg
+	err = s.run(ctx)
+	s.close()
+	res.Seconds = time.Since(lg.start).Seconds()
+	res.LoadAvg[1] = loadAvg()
+	res.Goals = goals(res, o, p)
+	printReport(os.Stdout, res)
+	path, werr := writeJSON(o.out, res)
+	if werr != nil {
+		return errors.Join(err, werr)
+	}
+	fmt.Printf("\nresults: %s\n", path)
+	return err
+}
+
+// cpuProfile profiles this process (the API, the bench's clients and the
+// embedded NATS server) until the returned function is called.
+func cpuProfile(path string) func() {
+	f, err := os.Create(path)
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
+}

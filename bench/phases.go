@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/propfilter"
+	"github.com/personhub/personhub/pkg/stream"
+)
+
+// samplePersons returns live person ids in a fixed pseudo-random order.
+func (s *session) samplePersons(ctx context.Context, n int, maxID uint64) ([]uint64, error) {
+	rows, err := s.store.Conn().Query(rawCtx(ctx),
+		"SELECT id FROM persons FINAL WHERE project_id = ? AND is_deleted = 0 AND id <= ? ORDER BY cityHash64(id) LIMIT ?",
+		s.project, maxID, n)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []uint64
+	for rows.Next() {
+		var id uint64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("no live persons")
+	}
+	return ids, rows.Err()
+}
+
+// readOps are the read paths at the three layers.
+type readOps struct {
+	rawGet, storeGet, apiGet             func(ctx context.Context, i int) error
+	rawList, storeList, apiList          func(ctx context.Context, i int) error
+	rawFiltered, storeFiltered, apiFiltd func(ctx context.Context, i int) error
+}
+
+func (s *session) readOps(ids []uint64) (readOps, error) {
+	filter, err := propfilter.Parse(listFilter)
+	if err != nil {
+		return readOps{}, err
+	}
+	raw, st, api, project := s.rawStore.Conn(), s.apiStore, s.api, s.project
+	id := func(i int) uint64 { return ids[i%len(ids)] }
+	list := func(f propfilter.Clause) func(ctx context.Context, i int) error {
+		return func(ctx context.Context, i int) error {
+			_, _, err := st.ListPersons(ctx, chstore.ListQuery{ProjectID: project, Properties: f, Limit: pageSize})
+			return err
+		}
+	}
+	return readOps{
+		rawGet:   func(ctx context.Context, i int) error { return rawGetPerson(ctx, raw, project, id(i)) },
+		storeGet: func(ctx context.Context, i int) error { _, err := st.GetPerson(ctx, project, id(i)); return err },
+		apiGet: func(ctx context.Context, i int) error {
+			_, err := api.get(ctx, api.personPath(id(i)))
+			return err
+		},
+		rawList:       func(ctx context.Context, i int) error { return rawList(ctx, raw, project, propfilter.Clause{}) },
+		storeList:     list(propfilter.Clause{}),
+		apiList:       func(ctx context.Context, i int) error { _, err := api.get(ctx, api.listPath(false)); return err },
+		rawFiltered:   func(ctx context.Context, i int) error { return rawList(ctx, raw, project, filter) },
+		storeFiltered: list(filter),
+		apiFiltd:      func(ctx context.Context, i int) error { _, err := api.get(ctx, api.listPath(true)); return err },
+	}, nil
+}
+
+const (
+	nameGet          = "GET person"
+	nameList         = "list first page"
+	nameListFiltered = "list first page, property filter"
+	layerRaw         = ": bare driver"
+	layerStore       = ": store"
+	layerAPI         = ": HTTP API"
+)
+
+// reads measures GET person and the list (bare driver, store, HTTP API)
+// idle and under ingest load, and PATCH-to-visible.
+func (s *session) reads(ctx context.Context) error {
+	var err error
+	if s.apiStore, err = s.ch.open(ctx, benchDB); err != nil {
+		return err
+	}
+	if s.rawStore, err = s.ch.open(ctx, benchDB); err != nil {
+		return err
+	}
+	if s.api, err = startAPI(ctx, s.n, s.apiStore, s.cp, s.project, s.key, s.cfg.Consumer); err != nil {
+		return err
+	}
+	ids, err := s.samplePersons(ctx, 5000, ^uint64(0))
+	if err != nil {
+		return err
+	}
+	s.res.Dataset.ReadSamplePerson = len(ids)
+	ops, err := s.readOps(ids)
+	if err != nil {
+		return err
+	}
+	p := s.p
+	// Bare-driver lines are baselines; the others the project's.
+	record := func(ls []Latency) {
+		for _, l := range ls {
+			if strings.HasSuffix(l.Name, layerRaw) {
+				s.res.Baseline.Reads = append(s.res.Baseline.Reads, l)
+			} else {
+				s.res.Project.Reads = append(s.res.Project.Reads, l)
+			}
+			s.lg.f("%s", l)
+		}
+	}
+	s.settle(ctx)
+	s.lg.f("reads, idle")
+	stopProf := cpuProfile(s.profile("api-reads-idle.cpu.pprof"))
+	for _, c := range []struct {
+		name            string
+		raw, store, api func(context.Context, int) error
+		b1, b16         budget
+	}{
+		{nameGet, ops.rawGet, ops.storeGet, ops.apiGet, p.get1, p.get16},
+		{nameList, ops.rawList, ops.storeList, ops.apiList, p.list1, p.list16},
+		{nameListFiltered, ops.rawFiltered, ops.storeFiltered, ops.apiFiltd, p.list1, p.list16},
+	} {
+		record(measureSet(ctx, "idle", 1, c.b1,
+			namedOp{c.name + layerRaw, c.raw}, namedOp{c.name + layerStore, c.store}, namedOp{c.name + layerAPI, c.api}))
+		record(measureSet(ctx, "idle", 16, c.b16, namedOp{c.name + layerRaw, c.raw}, namedOp{c.name + layerAPI, c.api}))
+	}
+	stopProf()
+
+	s.lg.f("PATCH-to-visible, idle")
+	patchIDs := ids[:min(len(ids), 500)]
+	pt, vis, pending, err := s.api.patchVisible(ctx, patchIDs, p.patchIdle, "idle")
+	if err != nil {
+		return err
+	}
+	pt.Load, vis.Load = "idle", "idle"
+	s.res.Project.PatchIdle = [2]Latency{pt, vis}
+	s.res.Project.PatchPending += pending
+	s.lg.f("%s", vis)
+	if l, err := s.insertProbe(ctx); err == nil {
+		s.res.Project.OneRowInsert = l
+		s.lg.f("%s", l)
+	} else {
+		s.lg.f("one-row insert probe: %v", err)
+	}
+
+	s.lg.f("reads while ingesting (backlog kept at %d events)", 2*s.cfg.BatchSize)
+	load := startLoad(ctx, s.n.pubs, s.watcher, s.project, freshGenerator(s.o.seed+1, s.p.ids, "load_"), 2*s.cfg.BatchSize)
+	time.Sleep(2 * time.Second)
+	stopProf = cpuProfile(s.profile("api-reads-load.cpu.pprof"))
+	record(measureSet(ctx, "ingesting", 1, p.get1, namedOp{nameGet + layerRaw, ops.rawGet}, namedOp{nameGet + layerAPI, ops.apiGet}))
+	record(measureSet(ctx, "ingesting", 16, p.get16, namedOp{nameGet + layerAPI, ops.apiGet}))
+	record(measureSet(ctx, "ingesting", 1, p.list1, namedOp{nameList + layerAPI, ops.apiList}, namedOp{nameListFiltered + layerAPI, ops.apiFiltd}))
+	record(measureSet(ctx, "ingesting", 16, p.list16, namedOp{nameList + layerAPI, ops.apiList}))
+	stopProf()
+	pt, vis, pending, perr := s.api.patchVisible(ctx, patchIDs[len(patchIDs)/2:], p.patchLoad, "load")
+	pt.Load, vis.Load = "ingesting", "ingesting"
+	s.res.Project.PatchLoad = [2]Latency{pt, vis}
+	s.res.Project.PatchPending += pending
+	s.res.Project.Load = load.stop(s.watcher)
+	if perr != nil {
+		return perr
+	}
+	s.lg.f("%s", vis)
+	s.lg.f("ingest under read load: %.0f events/s", s.res.Project.Load.IngestPerSec)
+	return s.drain(ctx)
+}
+
+// insertProbe times one-row inserts through the driver (PrepareBatch,
+// Append, Send: how chstore writes every table) into a scratch copy of the
+// schema: the floor under each of the inserts a small batch makes.
+func (s *session) insertProbe(ctx context.Context) (Latency, error) {
+	const db = "bench_probe"
+	st, err := s.ch.openDB(ctx, db)
+	if err != nil {
+		return Latency{}, err
+	}
+	defer st.Close()
+	defer dropDB(ctx, s.ch, db)
+	ls := measureSet(ctx, "idle", 1, budget{N: 100, Max: 10 * time.Second}, namedOp{"INSERT of one row (PrepareBatch+Send)", func(ctx context.Context, i int) error {
+		b, err := st.Conn().PrepareBatch(ctx, "INSERT INTO ingest_batches (consumer, first_seq, last_seq, events, persons, distinct_ids, flushed_at)")
+		if err != nil {
+			return err
+		}
+		if err := b.Append("probe", uint64(i), uint64(i), uint32(1), uint32(0), uint32(0), time.Now().UTC()); err != nil {
+			b.Abort()
+			return err
+		}
+		return b.Send()
+	}})
+	return ls[0], nil
+}
+
+// settle waits (a bounded time) for ClickHouse's background merges to
+// finish, so idle reads are measured on a quiet server.
+func (s *session) settle(ctx context.Context) {
+	limit := 90 * time.Second
+	if s.p.mode == "quick" {
+		limit = 10 * time.Second
+	}
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if s.count(ctx, "SELECT count() FROM system.merges") == 0 {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	s.res.Notes = append(s.res.Notes, fmt.Sprintf("background merges still running after %s when idle reads started", limit))
+}
+
+// drain waits until the ingester has committed everything in the stream.
+func (s *session) drain(ctx context.Context) error {
+	st, err := s.n.js.Stream(ctx, stream.Events)
+	if err != nil {
+		return err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return err
+	}
+	return s.watcher.Wait(ctx, info.State.LastSeq, 30*time.Minute)
+}
+
+// purge is G7: N persons of the main dataset are deleted with their
+// events through the log ($delete_person with $delete_events, as the API
+// publishes it); once the ingester has queued the requests, the deleter and
+// the raw ALTER DELETE each purge a copy of the tables.
+func (s *session) purge(ctx context.Context) error {
+	ids, err := s.samplePersons(ctx, s.p.deletePersons, s.mainLast)
+	if err != nil {
+		return err
+	}
+	s.lg.f("G7: deleting %d persons with their events", len(ids))
+	g := newGenerator(s.o.seed+9, 1)
+	events := make([]genEvent, len(ids))
+	for i, id := range ids {
+		events[i] = genEvent{UUID: g.uuid(), Name: "$delete_person", DistinctID: "bench", TS: time.Now().UTC(),
+			Props: fmt.Sprintf(`{"$person_id":%d,"$delete_events":true,"$actor":{"key_id":"bench","key_label":"bench","organization_id":%q}}`, id, s.orgID)}
+	}
+	pr, err := publishAll(ctx, s.n.pubs, s.project, events)
+	if err != nil {
+		return err
+	}
+	if err := s.watcher.Wait(ctx, pr.lastSeq, 30*time.Minute); err != nil {
+		return err
+	}
+	queued := s.count(ctx, "SELECT count() FROM person_deletion_requests FINAL WHERE status = 'pending'")
+	if int(queued) < len(ids) {
+		return fmt.Errorf("%d deletion requests queued, want %d", queued, len(ids))
+	}
+	pg, err := measurePurge(ctx, s.ch, benchDB, s.project, ids)
+	if err != nil {
+		return err
+	}
+	s.res.Project.Purge = &pg
+	s.lg.f("G7: raw ALTER DELETE %.2fs, deletion.Runner %.2fs (%d mutations)", pg.RawSeconds, pg.RunnerSeconds, pg.RunnerMutation)
+	return nil
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/personhub/personhub/pkg/deletion"
+)
+
+// Purge is G7: the events of N deleted persons purged by the deleter
+// (deletion.Runner.RunOnce) and, as the baseline, by one raw batched
+// ALTER TABLE events DELETE of the same persons' events, each on its own
+// copy of the same tables.
+type Purge struct {
+	Persons        int     `json:"persons"`
+	EventsTotal    uint64  `json:"events_in_table"`
+	EventsToDelete uint64  `json:"events_to_delete"`
+	RawSeconds     float64 `json:"raw_alter_delete_seconds"`
+	RunnerSeconds  float64 `json:"runner_seconds"`
+	RunnerVerified int     `json:"runner_verified"`
+	RunnerMutation int     `json:"runner_mutations"`
+	RunnerLeft     uint64  `json:"runner_events_left"`
+	RawLeft        uint64  `json:"raw_events_left"`
+}
+
+// copyTables copies tables of src into a new database dst.
+func copyTables(ctx context.Context, conn driver.Conn, src, dst string, tables ...string) error {
+	if err := conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+dst); err != nil {
+		return err
+	}
+	for _, t := range tables {
+		if err := conn.Exec(ctx, fmt.Sprintf("CREATE TABLE %s.%s AS %s.%s", dst, t, src, t)); err != nil {
+			return err
+		}
+		if err := conn.Exec(ctx, fmt.Sprintf("INSERT INTO %s.%s SELECT * FROM %s.%s", dst, t, src, t)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitMutations polls system.mutations until every mutation of db.events is done.
+func waitMutations(ctx context.Context, conn driver.Conn, db string) error {
+	for {
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM system.mutations WHERE database = ? AND table = 'events' AND is_done = 0", db).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func countPersonEvents(ctx context.Context, conn driver.Conn, db string, project uint64, ids []uint64) (uint64, error) {
+	var n uint64
+	err := conn.QueryRow(ctx, "SELECT count() FROM "+db+".events WHERE project_id = ? AND person_id IN ?", project, groupSet(ids)).Scan(&n)
+	return n, err
+}
+
+func groupSet(ids []uint64) clickhouse.GroupSet {
+	v := make([]any, len(ids))
+	for i, id := range ids {
+		v[i] = id
+	}
+	return clickhouse.GroupSet{Value: v}
+}
+
+// measurePurge runs both sides. The deletion requests must already be
+// queued (committed by the ingester) in db.
+func measurePurge(ctx context.Context, ch *chServer, db string, project uint64, ids []uint64) (Purge, error) {
+	p := Purge{Persons: len(ids)}
+	admin, err := ch.open(ctx, "default")
+	if err != nil {
+		return p, err
+	}
+	defer admin.Close()
+	conn := admin.Conn()
+	rawDB, svcDB := db+"_purge_raw", db+"_purge_runner"
+	for _, d := range []string{rawDB, svcDB} {
+		_ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+d)
+		defer func(d string) { _ = conn.Exec(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+d) }(d)
+	}
+	if err := copyTables(ctx, conn, db, rawDB, "events"); err != nil {
+		return p, fmt.Errorf("copy for the raw side: %w", err)
+	}
+	if err := copyTables(ctx, conn, db, svcDB, "events", "person_deletion_requests", "ingest_batches"); err != nil {
+		return p, fmt.Errorf("copy for the runner: %w", err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT count() FROM "+rawDB+".events").Scan(&p.EventsTotal); err != nil {
+		return p, err
+	}
+	if p.EventsToDelete, err = countPersonEvents(ctx, conn, rawDB, project, ids); err != nil {
+		return p, err
+	}
+
+	// Raw: one mutation for every person, timed until it is done.
+	start := time.Now()
+	if err := conn.Exec(ctx, "ALTER TABLE "+rawDB+".events DELETE WHERE project_id = ? AND person_id IN ?", project, groupSet(ids)); err != nil {
+		return p, fmt.Errorf("raw ALTER DELETE: %w", err)
+	}
+	if err := waitMutations(ctx, conn, rawDB); err != nil {
+		return p, err
+	}
+	p.RawSeconds = time.Since(start).Seconds()
+	if p.RawLeft, err = countPersonEvents(ctx, conn, rawDB, project, ids); err != nil {
+		return p, err
+	}
+
+	// The deleter, on its own copy.
+	st, err := ch.open(ctx, svcDB)
+	if err != nil {
+		return p, err
+	}
+	defer st.Close()
+	cfg := deletion.DefaultConfig()
+	cfg.Schedule = ""
+	runner, err := deletion.New(st.Conn(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	if err != nil {
+		return p, err
+	}
+	start = time.Now()
+	sum, err := runner.RunOnce(ctx)
+	if err != nil {
+		return p, fmt.Errorf("deletion.Runner.RunOnce: %w", err)
+	}
+	p.RunnerSeconds = time.Since(start).Seconds()
+	p.RunnerVerified, p.RunnerMutation = sum.Verified, sum.Mutations
+	if p.RunnerLeft, err = countPersonEvents(ctx, conn, svcDB, project, ids); err != nil {
+		return p, err
+	}
+	return p, nil
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/personhub/personhub/pkg/activity"
+	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/controlplane"
+	"github.com/personhub/personhub/pkg/httpapi"
+	"github.com/personhub/personhub/pkg/progress"
+	"github.com/personhub/personhub/pkg/propfilter"
+)
+
+// The API's SQL, copied verbatim from pkg/chstore/persons.go (getPerson,
+// ListQuery.where, ListPersons) so the bare driver runs exactly what the
+// store runs. Keep in step with that file.
+const (
+	sqlPersonColumns = "id, uuid, properties, distinct_ids, created_at, is_identified"
+	sqlGetPerson     = "SELECT " + sqlPersonColumns + " FROM persons FINAL WHERE project_id = ? AND id = ? AND is_deleted = 0 ORDER BY id DESC LIMIT 1"
+	sqlListWhere     = "project_id = ? AND is_deleted = 0"
+	sqlListCount     = "SELECT count() FROM persons FINAL WHERE "
+	sqlListPage      = "SELECT " + sqlPersonColumns + " FROM persons FINAL WHERE "
+	sqlListOrder     = " ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
+	// listFilter is the property filter of the filtered list runs.
+	listFilter = `[{"key":"plan","value":"enterprise","operator":"exact","type":"person"}]`
+	pageSize   = httpapi.DefaultLimit
+)
+
+// rawCtx carries the setting the store's reads carry.
+func rawCtx(ctx context.Context) context.Context {
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_move_to_prewhere": 0}))
+}
+
+// rawScan reads person rows as the bare driver gives them (no JSON
+// decoding): what a client of ClickHouse pays at least.
+func rawScan(rows driver.Rows) (int, error) {
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var id uint64
+		var u uuid.UUID
+		var props string
+		var ids []string
+		var created time.Time
+		var ident uint8
+		if err := rows.Scan(&id, &u, &props, &ids, &created, &ident); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, rows.Err()
+}
+
+func rawGetPerson(ctx context.Context, conn driver.Conn, project, id uint64) error {
+	rows, err := conn.Query(rawCtx(ctx), sqlGetPerson, project, id)
+	if err != nil {
+		return err
+	}
+	n, err := rawScan(rows)
+	if err == nil && n != 1 {
+		err = fmt.Errorf("person %d: %d rows", id, n)
+	}
+	return err
+}
+
+// rawList runs the list's two statements (count, first page) as ListPersons does.
+func rawList(ctx context.Context, conn driver.Conn, project uint64, filter propfilter.Clause) error {
+	ctx = rawCtx(ctx)
+	where, args := sqlListWhere, []any{project}
+	if filter.SQL != "" {
+		where += " AND " + filter.SQL
+		args = append(args, filter.Args...)
+	}
+	var total uint64
+	if err := conn.QueryRow(ctx, sqlListCount+where, args...).Scan(&total); err != nil {
+		return err
+	}
+	rows, err := conn.Query(ctx, sqlListPage+where+sqlListOrder, append(args, pageSize, 0)...)
+	if err != nil {
+		return err
+	}
+	_, err = rawScan(rows)
+	return err
+}
+
+// apiServer is the HTTP API in this process, as cmd/stack wires it.
+type apiServer struct {
+	srv     *http.Server
+	base    string
+	key     string
+	project uint64
+	hc      *http.Client
+	watcher *progress.Watcher
+	cp      *controlplane.Store
+}
+
+func startAPI(ctx context.Context, n *natsEnv, store *chstore.Store, cp *controlplane.Store, project uint64, key, consumer string) (*apiServer, error) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg := prometheus.NewRegistry()
+	api, err := httpapi.New(httpapi.Config{}, store, cp, log, reg, store.Ping)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := progress.Open(ctx, n.js)
+	if err != nil {
+		return nil, err
+	}
+	watcher, err := progress.Watch(ctx, kv, consumer)
+	if err != nil {
+		return nil, err
+	}
+	api.SetPersonWrites(httpapi.PersonWrites{JS: n.js, Progress: watcher, Activity: activity.New(store.Conn())})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: api.Handler(reg), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return &apiServer{srv: srv, base: "http://" + ln.Addr().String(), key: key, project: project, watcher: watcher, cp: cp,
+		hc: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}}}, nil
+}
+
+func (a *apiServer) stop() {
+	_ = a.srv.Close()
+	a.watcher.Stop()
+}
+
+func (a *apiServer) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, err
+}
+
+func (a *apiServer) get(ctx context.Context, path string) ([]byte, error) {
+	status, body, err := a.do(ctx, "GET", path, nil)
+	if err == nil && status != 200 {
+		err = fmt.Errorf("GET %s: %d %s", path, status, body)
+	}
+	return body, err
+}
+
+func (a *apiServer) personPath(id uint64) string {
+	return fmt.Sprintf("/api/projects/%d/persons/%d/", a.project, id)
+}
+
+func (a *apiServer) listPath(filtered bool) string {
+	p := fmt.Sprintf("/api/projects/%d/persons/", a.project)
+	if filtered {
+		p += "?properties=" + url.QueryEscape(listFilter)
+	}
+	return p
+}
+
+// patchVisible measures person writes: PATCH a marker property, then GET
+// until the person shows it. Latencies run from sending the PATCH.
+func (a *apiServer) patchVisible(ctx context.Context, ids []uint64, n int, tag string) (patch, visible Latency, pending int, err error) {
+	var pl, vl []time.Duration
+	for i := 0; i < n; i++ {
+		id := ids[i%len(ids)]
+		mark := fmt.Sprintf("%s-%d", tag, i)
+		body, _ := json.Marshal(map[string]any{"properties": map[string]any{"bench_mark": mark}})
+		t0 := time.Now()
+		status, resp, err := a.do(ctx, "PATCH", a.personPath(id), body)
+		if err != nil {
+			return patch, visible, pending, err
+		}
+		switch status {
+		case 200:
+		case 202:
+			pending++
+		default:
+			return patch, visible, pending, fmt.Errorf("PATCH person %d: %d %s", id, status, resp)
+		}
+		pl = append(pl, time.Since(t0))
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			got, err := a.get(ctx, a.personPath(id))
+			if err != nil {
+				return patch, visible, pending, err
+			}
+			var p struct {
+				Properties map[string]any `json:"properties"`
+			}
+			if json.Unmarshal(got, &p) == nil && p.Properties["bench_mark"] == mark {
+				break
+			}
+			if time.Now().After(deadline) {
+				return patch, visible, pending, fmt.Errorf("PATCH of person %d not visible after 60s", id)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		vl = append(vl, time.Since(t0))
+	}
+	patch, visible = summarize(pl), summarize(vl)
+	patch.Name, visible.Name = "PATCH returns", "PATCH then GET shows it"
+	patch.Concurrency, visible.Concurrency = 1, 1
+	return patch, visible, pending, nil
+}
