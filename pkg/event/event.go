@@ -24,13 +24,16 @@ const MaxSize = 1 << 20
 // MaxDistinctIDLength bounds distinct ids (PostHog uses 400 characters).
 const MaxDistinctIDLength = 400
 
-// Event is a parsed envelope. Property maps hold values decoded with
-// json.Number so that numbers keep their exact text.
+// Event is a parsed envelope. Values are decoded with json.Number so that
+// numbers keep their exact text.
 type Event struct {
 	UUID       uuid.UUID
 	Event      string
 	DistinctID string
 	Timestamp  time.Time
+	// Properties holds only the properties the fold reads (FoldKeys);
+	// the whole object stays in PropertiesRaw. Decoding every property of
+	// every event was a third of the ingester's time.
 	Properties map[string]any
 	// Set, SetOnce and Unset merge the top-level fields with those found
 	// inside properties; top-level wins on conflict.
@@ -39,7 +42,12 @@ type Event struct {
 	Unset   []string
 	// PropertiesRaw is the properties object as received (nil if absent).
 	PropertiesRaw json.RawMessage
+	// topLevel is set when $set, $set_once or $unset came at the top level.
+	topLevel bool
 }
+
+// FoldKeys are the properties the fold reads; Parse decodes only these.
+var FoldKeys = []string{"$set", "$set_once", "$unset", "$anon_distinct_id", "alias", "$actor", "$person_id", "$delete_events", "$split_distinct_ids", "$main_distinct_id"}
 
 // wire is the envelope as published.
 type wire struct {
@@ -69,13 +77,12 @@ func Parse(data []byte) (Event, error) {
 		return Event{}, invalid("message is %d bytes, limit is %d", len(data), MaxSize)
 	}
 	var w wire
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(&w); err != nil {
+	if err := json.Unmarshal(data, &w); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			return Event{}, invalid("%s has the wrong type (%s)", typeErr.Field, typeErr.Value)
+		}
 		return Event{}, invalid("not a JSON object: %v", err)
-	}
-	if dec.More() {
-		return Event{}, invalid("trailing data after the JSON object")
 	}
 	ev := Event{PropertiesRaw: w.Properties}
 	if w.UUID == nil {
@@ -102,9 +109,10 @@ func Parse(data []byte) (Event, error) {
 	if ev.Timestamp, err = ParseTime(*w.Timestamp); err != nil {
 		return Event{}, invalid("timestamp %q: %v", *w.Timestamp, err)
 	}
-	if ev.Properties, err = object(w.Properties, "properties"); err != nil {
+	if ev.Properties, err = foldProperties(w.Properties); err != nil {
 		return Event{}, err
 	}
+	ev.topLevel = len(w.Set) > 0 || len(w.SetOnce) > 0 || len(w.Unset) > 0
 	if ev.Set, err = mergedObject(w.Set, ev.Properties["$set"], "$set"); err != nil {
 		return Event{}, err
 	}
@@ -117,24 +125,93 @@ func Parse(data []byte) (Event, error) {
 	return ev, nil
 }
 
+// foldProperties checks that properties is an object and decodes the
+// FoldKeys it holds. Most events hold none: a byte search finds that
+// without decoding anything.
+func foldProperties(raw json.RawMessage) (map[string]any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return map[string]any{}, nil
+	}
+	if raw[0] != '{' {
+		return nil, invalid("properties must be an object")
+	}
+	found := false
+	for _, k := range FoldKeys {
+		if bytes.Contains(raw, []byte(k)) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return map[string]any{}, nil
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &all); err != nil {
+		return nil, invalid("properties must be an object")
+	}
+	out := map[string]any{}
+	for _, k := range FoldKeys {
+		v, ok := all[k]
+		if !ok {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(v))
+		dec.UseNumber()
+		var val any
+		if err := dec.Decode(&val); err != nil {
+			return nil, invalid("properties.%s: %v", k, err)
+		}
+		out[k] = val
+	}
+	return out, nil
+}
+
+// StoredProperties is the properties object as the events table keeps it:
+// as received, with top-level $set, $set_once and $unset moved inside,
+// where analysts look for them.
+func (e Event) StoredProperties() string {
+	if !e.topLevel {
+		if raw := bytes.TrimSpace(e.PropertiesRaw); len(raw) > 0 && string(raw) != "null" {
+			return string(raw)
+		}
+		return "{}"
+	}
+	all := map[string]json.RawMessage{}
+	if raw := bytes.TrimSpace(e.PropertiesRaw); len(raw) > 0 && string(raw) != "null" {
+		_ = json.Unmarshal(raw, &all)
+	}
+	put := func(key string, v any, keep bool) {
+		if keep {
+			if b, err := json.Marshal(v); err == nil {
+				all[key] = b
+			}
+		}
+	}
+	put("$set", e.Set, len(e.Set) > 0)
+	put("$set_once", e.SetOnce, len(e.SetOnce) > 0)
+	put("$unset", e.Unset, len(e.Unset) > 0)
+	out, err := json.Marshal(all)
+	if err != nil {
+		return "{}"
+	}
+	return string(out)
+}
+
 // parseDistinctID accepts a JSON string or number (some SDKs send numeric
 // ids) and returns its text.
 func parseDistinctID(raw json.RawMessage) (string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", invalid("distinct_id is required")
 	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return "", invalid("distinct_id: %v", err)
-	}
 	var s string
-	switch t := v.(type) {
-	case string:
-		s = t
-	case json.Number:
-		s = t.String()
+	switch raw[0] {
+	case '"':
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", invalid("distinct_id: %v", err)
+		}
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		s = string(raw) // a JSON number, validated by the envelope's decode
 	default:
 		return "", invalid("distinct_id must be a string or a number")
 	}

@@ -251,7 +251,7 @@ func (f *Folder) assign(in Input, distinctID string, p *personState) {
 	case d.row.Version > 0:
 		next.base = d.row.owner()
 	}
-	f.dids[k] = next
+	f.setDID(k, next)
 }
 
 // own adds distinctID to p's list.
@@ -328,6 +328,9 @@ func (f *Folder) update(p *personState, in Input, identify bool) (before, after 
 func (p *personState) dirtyAt(seq uint64) bool { return p.dirty && p.row.Version == seq }
 
 func (f *Folder) touch(p *personState, seq uint64) {
+	if !p.dirty {
+		f.changedPersons = append(f.changedPersons, p)
+	}
 	p.row.Version = seq
 	p.dirty = true
 }

@@ -40,6 +40,10 @@ type Folder struct {
 	dids    map[didKey]*didState
 	// absent remembers person ids the store does not have, until Flush.
 	absent map[personKey]bool
+	// changed lists the entries made dirty since the last Flush, so a
+	// Flush costs the batch's changes, not the size of the cache.
+	changedPersons []*personState
+	changedDIDs    []didKey
 	// warnings, activity and deletion requests since the last Flush.
 	warnings  []Warning
 	activity  []activity.Entry
@@ -64,6 +68,7 @@ func (f *Folder) Reset() {
 	f.persons = map[personKey]*personState{}
 	f.dids = map[didKey]*didState{}
 	f.absent = map[personKey]bool{}
+	f.changedPersons, f.changedDIDs = nil, nil
 	f.warnings, f.activity, f.deletions = nil, nil, nil
 }
 
@@ -188,7 +193,7 @@ func (f *Folder) loadPersons(ctx context.Context, project uint64, ids []uint64) 
 // events that produced them.
 func (f *Folder) Flush() Batch {
 	var b Batch
-	for _, p := range f.persons {
+	for _, p := range f.changedPersons {
 		if p.dirty {
 			row := p.row
 			row.Properties = maps.Clone(p.row.Properties)
@@ -197,14 +202,15 @@ func (f *Folder) Flush() Batch {
 			p.dirty = false
 		}
 	}
-	for _, d := range f.dids {
-		if d.dirty {
+	for _, k := range f.changedDIDs {
+		if d := f.dids[k]; d != nil && d.dirty {
 			row := d.row
 			row.Prev = d.base
 			b.DistinctIDs = append(b.DistinctIDs, row)
 			d.dirty = false
 		}
 	}
+	f.changedPersons, f.changedDIDs = f.changedPersons[:0], f.changedDIDs[:0]
 	sort.Slice(b.Persons, func(i, j int) bool {
 		a, c := b.Persons[i], b.Persons[j]
 		return a.ProjectID < c.ProjectID || a.ProjectID == c.ProjectID && a.ID < c.ID
@@ -219,6 +225,14 @@ func (f *Folder) Flush() Batch {
 	clear(f.absent)
 	f.evict()
 	return b
+}
+
+// setDID stores a changed distinct id state.
+func (f *Folder) setDID(k didKey, d *didState) {
+	if old := f.dids[k]; old == nil || !old.dirty {
+		f.changedDIDs = append(f.changedDIDs, k)
+	}
+	f.dids[k] = d
 }
 
 // evict keeps memory bounded by dropping clean entries beyond MaxCached.

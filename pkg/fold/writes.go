@@ -125,7 +125,7 @@ func (f *Folder) tombstone(in Input, distinctID string, owner uint64) {
 			next.base = d.row.owner()
 		}
 	}
-	f.dids[k] = next
+	f.setDID(k, next)
 }
 
 // splitPerson folds $split_person: each distinct id in $split_distinct_ids

@@ -10,11 +10,12 @@ package ingest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -100,7 +101,9 @@ type pending struct {
 	// last: the stream had nothing more for the consumer when this was
 	// delivered, so the batch need not wait to fill.
 	last bool
-	dead string // reason, when the message goes to the dead-letter stream
+	// unparsed: the body still has to be parsed (parseAll).
+	unparsed bool
+	dead     string // reason, when the message goes to the dead-letter stream
 }
 
 // Run consumes until ctx is cancelled. On cancellation it stops pulling,
@@ -296,18 +299,43 @@ func (i *Ingester) decode(msg jetstream.Msg) *pending {
 		p.dead = err.Error()
 		return p
 	}
-	ev, err := event.Parse(msg.Data())
-	if err != nil {
-		p.dead = err.Error()
-		return p
-	}
-	p.in = fold.Input{ProjectID: project, Seq: p.seq, Event: ev, Redelivered: meta.NumDelivered > 1}
+	// The body is parsed later, for the whole batch at once (parseAll).
+	p.in = fold.Input{ProjectID: project, Seq: p.seq, Redelivered: meta.NumDelivered > 1}
+	p.unparsed = true
 	return p
+}
+
+// parseAll parses the batch's message bodies on all cores: parsing is the
+// largest part of the ingester's work and each message is independent.
+func parseAll(batch []*pending) {
+	workers := min(runtime.GOMAXPROCS(0), 1+len(batch)/512)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := w; j < len(batch); j += workers {
+				p := batch[j]
+				if !p.unparsed {
+					continue
+				}
+				p.unparsed = false
+				ev, err := event.Parse(p.msg.Data())
+				if err != nil {
+					p.dead = err.Error()
+					continue
+				}
+				p.in.Event = ev
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // process folds a batch, writes it, and acknowledges it.
 func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 	start := time.Now()
+	parseAll(batch)
 	var inputs []fold.Input
 	for _, p := range batch {
 		if !p.skip && p.dead == "" {
@@ -395,35 +423,6 @@ func eventRow(in fold.Input, res fold.Resolved) chstore.EventRow {
 	return chstore.EventRow{
 		ProjectID: in.ProjectID, UUID: ev.UUID, Event: ev.Event, DistinctID: ev.DistinctID,
 		PersonID: res.PersonID, PersonUUID: res.PersonUUID, Timestamp: ev.Timestamp,
-		Properties: storedProperties(ev), Seq: in.Seq,
+		Properties: ev.StoredProperties(), Seq: in.Seq,
 	}
-}
-
-// storedProperties is the event's properties as received, with top-level
-// $set, $set_once and $unset moved inside, where analysts look for them.
-func storedProperties(ev event.Event) string {
-	if len(ev.Set) == 0 && len(ev.SetOnce) == 0 && len(ev.Unset) == 0 {
-		if len(ev.PropertiesRaw) == 0 || string(ev.PropertiesRaw) == "null" {
-			return "{}"
-		}
-		return string(ev.PropertiesRaw)
-	}
-	props := make(map[string]any, len(ev.Properties)+3)
-	for k, v := range ev.Properties {
-		props[k] = v
-	}
-	if len(ev.Set) > 0 {
-		props["$set"] = ev.Set
-	}
-	if len(ev.SetOnce) > 0 {
-		props["$set_once"] = ev.SetOnce
-	}
-	if len(ev.Unset) > 0 {
-		props["$unset"] = ev.Unset
-	}
-	raw, err := json.Marshal(props)
-	if err != nil {
-		return string(ev.PropertiesRaw)
-	}
-	return string(raw)
 }
