@@ -31,7 +31,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Schedule:        DefaultSchedule,
-		BatchSize:       1000,
+		BatchSize:       20000,
 		MutationTimeout: time.Hour,
 		PendingRefresh:  time.Minute,
 	}

@@ -11,10 +11,10 @@ import (
 var errMutationTimeout = errors.New("mutation did not finish in time")
 
 // Polling starts fast (a small table mutates in milliseconds) and backs
-// off to one poll a second for long ones (a cheap system table read).
+// off to five polls a second for long ones (a cheap system table read).
 const (
 	pollFirst = 50 * time.Millisecond
-	pollMax   = time.Second
+	pollMax   = 200 * time.Millisecond
 )
 
 // mutationIDs lists the mutations of the events table known before a new

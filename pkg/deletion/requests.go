@@ -109,9 +109,12 @@ func bump(q *Request) {
 }
 
 // maxListBytes bounds the text of the id and sequence lists spliced into
-// one statement (the driver binds them client-side), far below ClickHouse's
-// max_query_size of 256 KiB.
-const maxListBytes = 96 << 10
+// one statement (the driver binds them client-side), well below the
+// max_query_size the runner sets for its statements.
+const (
+	maxListBytes = 2 << 20
+	maxQuerySize = 8 << 20
+)
 
 // listBytes is what one request adds to a statement: its person id twice
 // (the IN set and the transform's keys) and its sequence once, each with

@@ -178,7 +178,12 @@ func countAll(batches [][]Request) int {
 // step gives a statement a context that outlives the run's cancellation,
 // so shutdown lets the statement in hand finish.
 func step(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), stepTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stepTimeout)
+	// A batch's id lists are spliced into its statements (client-side
+	// binding): allow statements of up to 8 MiB, so that one mutation can
+	// cover a whole run's persons (each mutation rewrites every part it
+	// touches, so fewer is much cheaper).
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_query_size": maxQuerySize})), cancel
 }
 
 type batchResult struct {
