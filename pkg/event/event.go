@@ -42,8 +42,8 @@ type Event struct {
 	Unset   []string
 	// PropertiesRaw is the properties object as received (nil if absent).
 	PropertiesRaw json.RawMessage
-	// topLevel is set when $set, $set_once or $unset came at the top level.
-	topLevel bool
+	// top holds $set, $set_once and $unset as received at the top level.
+	top [3]json.RawMessage
 }
 
 // FoldKeys are the properties the fold reads; Parse decodes only these.
@@ -112,7 +112,7 @@ func Parse(data []byte) (Event, error) {
 	if ev.Properties, err = foldProperties(w.Properties); err != nil {
 		return Event{}, err
 	}
-	ev.topLevel = len(w.Set) > 0 || len(w.SetOnce) > 0 || len(w.Unset) > 0
+	ev.top = [3]json.RawMessage{w.Set, w.SetOnce, w.Unset}
 	if ev.Set, err = mergedObject(w.Set, ev.Properties["$set"], "$set"); err != nil {
 		return Event{}, err
 	}
@@ -171,16 +171,42 @@ func foldProperties(raw json.RawMessage) (map[string]any, error) {
 // as received, with top-level $set, $set_once and $unset moved inside,
 // where analysts look for them.
 func (e Event) StoredProperties() string {
-	if !e.topLevel {
-		if raw := bytes.TrimSpace(e.PropertiesRaw); len(raw) > 0 && string(raw) != "null" {
-			return string(raw)
+	raw := bytes.TrimSpace(e.PropertiesRaw)
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	names := [3]string{"$set", "$set_once", "$unset"}
+	var moved []string
+	for i, v := range e.top {
+		if v = bytes.TrimSpace(v); len(v) > 0 && string(v) != "null" {
+			moved = append(moved, names[i])
 		}
-		return "{}"
 	}
+	if len(moved) == 0 {
+		return string(raw)
+	}
+	// The common case: properties hold none of the three, so the top-level
+	// values are spliced in as received, with no decoding.
+	if !bytes.Contains(raw, []byte(`"$set`)) && !bytes.Contains(raw, []byte(`"$unset`)) {
+		var b bytes.Buffer
+		b.WriteByte('{')
+		for i, v := range e.top {
+			if v = bytes.TrimSpace(v); len(v) > 0 && string(v) != "null" {
+				fmt.Fprintf(&b, "%q:", names[i])
+				b.Write(v)
+				b.WriteByte(',')
+			}
+		}
+		rest := bytes.TrimSpace(raw[1:])
+		if len(rest) > 0 && rest[0] == '}' {
+			b.Truncate(b.Len() - 1)
+		}
+		b.Write(rest)
+		return b.String()
+	}
+	// Both places hold some: store the merged values.
 	all := map[string]json.RawMessage{}
-	if raw := bytes.TrimSpace(e.PropertiesRaw); len(raw) > 0 && string(raw) != "null" {
-		_ = json.Unmarshal(raw, &all)
-	}
+	_ = json.Unmarshal(raw, &all)
 	put := func(key string, v any, keep bool) {
 		if keep {
 			if b, err := json.Marshal(v); err == nil {

@@ -1,6 +1,8 @@
 package event
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -51,4 +53,28 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted incomplete event %q", data)
 		}
 	})
+}
+
+func TestStoredProperties(t *testing.T) {
+	const head = `{"uuid":"0190f1d4-7b6c-7c3a-9a51-1d2d8b7e6f00","event":"e","distinct_id":"a","timestamp":"2026-01-01T00:00:00Z"`
+	cases := map[string]string{
+		head + `}`:                      `{}`,
+		head + `,"properties":{"a":1}}`: `{"a":1}`,
+		head + `,"properties":{"a":1},"$set":{"x":[1]}}`:                `{"$set":{"x":[1]},"a":1}`,
+		head + `,"properties":{},"$set":{"x":1},"$unset":["y"]}`:        `{"$set":{"x":1},"$unset":["y"]}`,
+		head + `,"$set_once":{"x":1}}`:                                  `{"$set_once":{"x":1}}`,
+		head + `,"properties":{"$set":{"a":1}},"$set":{"b":2}}`:         `{"$set":{"a":1,"b":2}}`,
+		head + `,"properties":{"$unset":["a"],"k":"v"},"$set":{"b":2}}`: `{"$set":{"b":2},"$unset":["a"],"k":"v"}`,
+	}
+	for in, want := range cases {
+		ev, err := Parse([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ev.StoredProperties()
+		var g, w any
+		if json.Unmarshal([]byte(got), &g) != nil || json.Unmarshal([]byte(want), &w) != nil || !reflect.DeepEqual(g, w) {
+			t.Errorf("%s:\n got %s\nwant %s", in, got, want)
+		}
+	}
 }
