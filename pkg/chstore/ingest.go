@@ -3,7 +3,9 @@ package chstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -101,9 +103,9 @@ type BatchMarker struct {
 
 // WriteBatch writes one folded batch in the order that makes a crash at
 // any point recoverable: events, activity entries and deletion requests
-// (both exist only when the fold applied a change, so they precede the
-// person rows that show it applied), persons, distinct ids, warnings, and
-// last the marker that commits the batch.
+// (the last two exist only when the fold applied a change, so they precede
+// the person rows that show it applied), then persons, then distinct ids
+// and warnings, and last the marker that commits the batch.
 func (s *Store) WriteBatch(ctx context.Context, events []EventRow, b fold.Batch, m BatchMarker) error {
 	if err := s.WriteRows(ctx, events, b); err != nil {
 		return err
@@ -117,25 +119,45 @@ func (s *Store) WriteBatch(ctx context.Context, events []EventRow, b fold.Batch,
 
 // WriteRows writes a batch's rows without committing it (no marker).
 func (s *Store) WriteRows(ctx context.Context, events []EventRow, b fold.Batch) error {
-	if err := s.writeEvents(ctx, events); err != nil {
-		return fmt.Errorf("write events: %w", err)
-	}
-	if err := activity.New(s.conn).Write(ctx, b.Activity...); err != nil {
-		return fmt.Errorf("write activity: %w", err)
-	}
-	if err := s.writeDeletionRequests(ctx, b.DeletionRequests); err != nil {
-		return fmt.Errorf("write deletion requests: %w", err)
+	// Inserts within a stage are independent and run together (each costs
+	// a round trip and a part); the stages keep the order recovery needs.
+	err := concurrently(
+		func() error { return wrap("write events", s.writeEvents(ctx, events)) },
+		func() error { return wrap("write activity", activity.New(s.conn).Write(ctx, b.Activity...)) },
+		func() error { return wrap("write deletion requests", s.writeDeletionRequests(ctx, b.DeletionRequests)) },
+	)
+	if err != nil {
+		return err
 	}
 	if err := s.writePersons(ctx, b.Persons); err != nil {
 		return fmt.Errorf("write persons: %w", err)
 	}
-	if err := s.writeDistinctIDs(ctx, b.DistinctIDs); err != nil {
-		return fmt.Errorf("write distinct ids: %w", err)
-	}
-	if err := s.writeWarnings(ctx, b.Warnings); err != nil {
-		return fmt.Errorf("write warnings: %w", err)
+	return concurrently(
+		func() error { return wrap("write distinct ids", s.writeDistinctIDs(ctx, b.DistinctIDs)) },
+		func() error { return wrap("write warnings", s.writeWarnings(ctx, b.Warnings)) },
+	)
+}
+
+func wrap(what string, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
+}
+
+// concurrently runs fns at once and returns their errors joined.
+func concurrently(fns ...func() error) error {
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, fn := range fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // LastCommitted returns the last sequence a consumer committed (0: none).
