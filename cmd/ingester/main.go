@@ -15,10 +15,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,7 +69,7 @@ func run(args []string) error {
 		return err
 	}
 	log := common.Logger("ingester")
-	tuneGC(log)
+	appconfig.TuneGC(log, appconfig.EnvInt("INGESTER_MEMORY_LIMIT_MIB", 1024))
 	ctx, stop := appconfig.SignalContext()
 	defer stop()
 
@@ -187,20 +185,4 @@ func publish(args []string) error {
 	n, err := stream.PublishLines(ctx, js, *project, in, *window)
 	fmt.Printf("published %d events to %s\n", n, stream.Subject(*project))
 	return err
-}
-
-// tuneGC trades memory for CPU where the operator has not chosen: the
-// person cache is pointer-heavy, and with Go's defaults garbage collection
-// took a third of the ingester's CPU in make bench. GOGC=200 halves the
-// collections; a soft memory limit (INGESTER_MEMORY_LIMIT, default 1 GiB)
-// makes the collector work harder near it instead of growing past it.
-func tuneGC(log *slog.Logger) {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(200)
-	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		limit := int64(appconfig.EnvInt("INGESTER_MEMORY_LIMIT_MIB", 1024)) << 20
-		debug.SetMemoryLimit(limit)
-		log.Debug("memory limit", "bytes", limit)
-	}
 }
