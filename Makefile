@@ -37,6 +37,7 @@ migrate:
 bench: clickhouse
 	$(GO) build -o bin/bench ./bench
 	./bin/bench $(if $(QUICK),-quick) $(BENCHFLAGS)
+	$(GO) run ./bench/capture $(if $(QUICK),-events 20000 -rounds 1) $(BENCHCAPTUREFLAGS)
 
 ## fuzz: run each fuzz target for FUZZTIME (default 20s)
 FUZZTIME ?= 20s
