@@ -11,9 +11,7 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,24 +27,9 @@ import (
 )
 
 func main() {
-	args := os.Args[1:]
-	cmd := "run"
-	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
-	}
-	var err error
-	switch cmd {
-	case "run":
-		err = run(args)
-	case "admin":
-		err = admin(args)
-	default:
-		err = fmt.Errorf("unknown command %q: want run or admin", cmd)
-	}
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "api:", err)
-		os.Exit(1)
-	}
+	appconfig.Main("api",
+		appconfig.Command{Name: "run", Run: run},
+		appconfig.Command{Name: "admin", Run: admin})
 }
 
 func run(args []string) error {

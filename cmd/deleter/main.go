@@ -15,13 +15,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/personhub/personhub/pkg/appconfig"
 	"github.com/personhub/personhub/pkg/chstore"
@@ -29,24 +26,9 @@ import (
 )
 
 func main() {
-	args := os.Args[1:]
-	cmd := "run"
-	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
-	}
-	var err error
-	switch cmd {
-	case "run":
-		err = run(args)
-	case "run-now":
-		err = runNow(args)
-	default:
-		err = fmt.Errorf("unknown command %q: want run or run-now", cmd)
-	}
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "deleter:", err)
-		os.Exit(1)
-	}
+	appconfig.Main("deleter",
+		appconfig.Command{Name: "run", Run: run},
+		appconfig.Command{Name: "run-now", Run: runNow})
 }
 
 // options are the settings of both commands.
@@ -119,34 +101,17 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := store.Ping(r.Context()); err != nil {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
-			return
-		}
-		io.WriteString(w, "ready\n")
-	})
 	// Order of shutdown: the scheduler stops starting runs and the run in
 	// progress stops after its current statement (Schedule returns), then
 	// the metrics server stops, then the ClickHouse connections close.
-	srvCtx, stopSrv := context.WithCancel(context.Background())
-	srvDone := make(chan error, 1)
-	go func() {
-		srvDone <- appconfig.Serve(srvCtx, &http.Server{Addr: o.metricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}, log)
-	}()
+	stopOps, err := appconfig.OpsServer(o.metricsAddr, reg, store.Ping, log)
+	if err != nil {
+		return err
+	}
 	log.Info("deleter starting", "clickhouse", o.common.ClickHouseAddr, "database", o.common.ClickHouseDatabase,
 		"metrics", o.metricsAddr, "batch_size", o.cfg.BatchSize, "mutation_timeout", o.cfg.MutationTimeout)
 	schedErr := runner.Schedule(ctx)
-	stopSrv()
-	if err := <-srvDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("metrics server", "err", err)
-		if schedErr == nil && ctx.Err() == nil {
-			schedErr = err
-		}
-	}
+	stopOps()
 	return schedErr
 }
 

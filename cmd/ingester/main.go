@@ -15,13 +15,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/personhub/personhub/pkg/appconfig"
 	"github.com/personhub/personhub/pkg/ingest"
@@ -29,26 +27,10 @@ import (
 )
 
 func main() {
-	args := os.Args[1:]
-	cmd := "run"
-	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
-	}
-	var err error
-	switch cmd {
-	case "run":
-		err = run(args)
-	case "migrate":
-		err = migrate(args)
-	case "publish":
-		err = publish(args)
-	default:
-		err = fmt.Errorf("unknown command %q: want run, migrate or publish", cmd)
-	}
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "ingester:", err)
-		os.Exit(1)
-	}
+	appconfig.Main("ingester",
+		appconfig.Command{Name: "run", Run: run},
+		appconfig.Command{Name: "migrate", Run: migrate},
+		appconfig.Command{Name: "publish", Run: publish})
 }
 
 func run(args []string) error {
@@ -93,29 +75,20 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := store.Ping(r.Context()); err != nil || !nc.IsConnected() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
-			return
-		}
-		io.WriteString(w, "ready\n")
-	})
 	// Order of shutdown: the consumer stops pulling and commits its batch
 	// (Run returns), then the metrics server stops, then connections close.
-	srvCtx, stopSrv := context.WithCancel(context.Background())
-	srvDone := make(chan error, 1)
-	go func() {
-		srvDone <- appconfig.Serve(srvCtx, &http.Server{Addr: *metricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}, log)
-	}()
+	stopOps, err := appconfig.OpsServer(*metricsAddr, reg, func(ctx context.Context) error {
+		if !nc.IsConnected() {
+			return errors.New("nats disconnected")
+		}
+		return store.Ping(ctx)
+	}, log)
+	if err != nil {
+		return err
+	}
 	log.Info("ingester starting", "nats", common.NATSURL, "clickhouse", common.ClickHouseAddr, "database", common.ClickHouseDatabase, "metrics", *metricsAddr)
 	runErr := ing.Run(ctx)
-	stopSrv()
-	if err := <-srvDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("metrics server", "err", err)
-	}
+	stopOps()
 	return runErr
 }
 
