@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personhub/personhub/pkg/kvjson"
 )
 
 // Bucket names.
@@ -225,43 +227,16 @@ func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key, what string
 	return v, e.Revision(), nil
 }
 
-// listAll reads the latest value of every live key in kv with one ordered
-// consumer (a watch that is stopped after the initial values).
+// listAll reads every live record of kv, logging and skipping any that
+// does not decode.
 func listAll[T any](ctx context.Context, kv jetstream.KeyValue, logger *slog.Logger) ([]T, error) {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := kv.WatchAll(wctx, jetstream.IgnoreDeletes())
+	list, err := kvjson.List[T](ctx, kv, func(key string, err error) error {
+		logger.WarnContext(ctx, "ignoring undecodable record",
+			slog.String("bucket", kv.Bucket()), slog.String("key", key), slog.Any("error", err))
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("controlplane: list %s: %w", kv.Bucket(), err)
+		return nil, fmt.Errorf("controlplane: %w", err)
 	}
-	defer func() {
-		_ = w.Stop()
-		// Release a producer that may be blocked on a full channel; the
-		// loop ends when the subscription's close handler closes it.
-		go func() {
-			for range w.Updates() {
-			}
-		}()
-	}()
-	var out []T
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, fmt.Errorf("controlplane: list %s: watch closed early", kv.Bucket())
-			}
-			if e == nil {
-				return out, nil
-			}
-			var v T
-			if err := json.Unmarshal(e.Value(), &v); err != nil {
-				logger.WarnContext(ctx, "ignoring undecodable record",
-					slog.String("bucket", kv.Bucket()), slog.String("key", e.Key()), slog.Any("error", err))
-				continue
-			}
-			out = append(out, v)
-		}
-	}
+	return list, nil
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personhub/personhub/pkg/kvjson"
 )
 
 // JetStream names.
@@ -160,41 +162,16 @@ func modify[T any](ctx context.Context, kv jetstream.KeyValue, key string, fn fu
 	return before, after, 0, errConflict
 }
 
-// list reads the latest value of every live key of a bucket with one
-// ordered consumer.
+// list reads every live record of a bucket; one that does not decode is
+// an error.
 func list[T any](ctx context.Context, kv jetstream.KeyValue) ([]T, error) {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := kv.WatchAll(wctx, jetstream.IgnoreDeletes())
+	out, err := kvjson.List[T](ctx, kv, func(key string, err error) error {
+		return fmt.Errorf("decode %s/%s: %w", kv.Bucket(), key, err)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("plugin: list %s: %w", kv.Bucket(), err)
+		return nil, fmt.Errorf("plugin: %w", err)
 	}
-	defer func() {
-		_ = w.Stop()
-		go func() { // release a producer blocked on a full channel
-			for range w.Updates() {
-			}
-		}()
-	}()
-	var out []T
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, fmt.Errorf("plugin: list %s: watch closed early", kv.Bucket())
-			}
-			if e == nil {
-				return out, nil
-			}
-			var v T
-			if err := json.Unmarshal(e.Value(), &v); err != nil {
-				return nil, fmt.Errorf("plugin: decode %s/%s: %w", kv.Bucket(), e.Key(), err)
-			}
-			out = append(out, v)
-		}
-	}
+	return out, nil
 }
 
 // urlClaim makes a plugin URL unique: its key is created (never
