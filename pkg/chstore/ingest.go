@@ -16,12 +16,20 @@ import (
 	"github.com/personhub/personhub/pkg/propfilter"
 )
 
-// chunk bounds the ids in one IN list, keeping queries far below
-// ClickHouse's max_query_size.
-const chunk = 2000
+// chunk bounds the ids in one IN list. A batch's ids are scattered over
+// the tables' granules, so each statement reads most of them: the fewer
+// statements the better. The lists are spliced into the statement by the
+// driver, so these reads raise max_query_size (loaderCtx).
+const chunk = 50_000
+
+// loaderCtx allows statements of up to 32 MiB for the ingester's lookups.
+func loaderCtx(ctx context.Context) context.Context {
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_query_size": 32 << 20}))
+}
 
 // LoadDistinctIDs implements fold.Loader.
 func (s *Store) LoadDistinctIDs(ctx context.Context, projectID uint64, ids []string) (map[string]fold.DistinctIDRow, error) {
+	ctx = loaderCtx(ctx)
 	out := make(map[string]fold.DistinctIDRow, len(ids))
 	for start := 0; start < len(ids); start += chunk {
 		part := ids[start:min(start+chunk, len(ids))]
@@ -50,6 +58,7 @@ func (s *Store) LoadDistinctIDs(ctx context.Context, projectID uint64, ids []str
 
 // LoadPersons implements fold.Loader.
 func (s *Store) LoadPersons(ctx context.Context, projectID uint64, ids []uint64) (map[uint64]fold.PersonRow, error) {
+	ctx = loaderCtx(ctx)
 	out := make(map[uint64]fold.PersonRow, len(ids))
 	for start := 0; start < len(ids); start += chunk {
 		part := ids[start:min(start+chunk, len(ids))]

@@ -1,0 +1,43 @@
+package chstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/personhub/personhub/pkg/fold"
+	"github.com/personhub/personhub/pkg/person"
+	"github.com/personhub/personhub/pkg/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// TestLoadManyIDs: the ingester's lookups take a whole batch's ids in one
+// statement (far above the default max_query_size), on ClickHouse 18.16 too.
+func TestLoadManyIDs(t *testing.T) {
+	store := testenv.ClickHouse(t)
+	ctx := context.Background()
+	const n = 30_000
+	var b fold.Batch
+	ids := make([]uint64, n)
+	dids := make([]string, n)
+	for i := range n {
+		ids[i] = uint64(i + 1)
+		dids[i] = fmt.Sprintf("a-rather-long-distinct-id-%06d", i)
+		b.Persons = append(b.Persons, fold.PersonRow{ProjectID: 1, ID: ids[i], UUID: person.UUIDFor(1, dids[i]),
+			Properties: map[string]any{"i": i}, DistinctIDs: []string{dids[i]}, CreatedAt: time.Unix(1e9, 0).UTC(), Version: ids[i]})
+		b.DistinctIDs = append(b.DistinctIDs, fold.DistinctIDRow{ProjectID: 1, DistinctID: dids[i], PersonID: ids[i], Version: ids[i]})
+	}
+	if err := store.WriteRows(ctx, nil, b); err != nil {
+		t.Fatal(err)
+	}
+	persons, err := store.LoadPersons(ctx, 1, ids)
+	if err != nil || len(persons) != n {
+		t.Fatalf("LoadPersons: %d, %v", len(persons), err)
+	}
+	rows, err := store.LoadDistinctIDs(ctx, 1, append(dids, "unknown"))
+	if err != nil || len(rows) != n || rows[dids[n-1]].PersonID != n {
+		t.Fatalf("LoadDistinctIDs: %d, %v", len(rows), err)
+	}
+}
