@@ -311,3 +311,21 @@ func TestPrepareLoadsEverything(t *testing.T) {
 		t.Fatalf("Apply made %d loads after Prepare", store.loads)
 	}
 }
+
+// TestEvictionDoesNotChangeResults: with a cache far smaller than the
+// workload, entries are evicted after every batch and read back from the
+// store, and the result is the same.
+func TestEvictionDoesNotChangeResults(t *testing.T) {
+	events := randomEvents(21, 800, 120)
+	ref := run(t, events, 25)
+	store := newMemStore()
+	f := New(store)
+	f.MaxCached = 10
+	runInto(t, f, store, events, 1, 25, false)
+	if got, want := joinLines(store.snapshot(1)), joinLines(ref.snapshot(1)); got != want {
+		t.Fatalf("with eviction:\n%s\nwant\n%s", got, want)
+	}
+	if p, d := f.Cached(); p > 40 || d > 80 {
+		t.Fatalf("cache not bounded: %d persons, %d distinct ids", p, d)
+	}
+}

@@ -155,6 +155,8 @@ func runInto(t testing.TB, f *Folder, store *memStore, events []string, firstSeq
 				}
 			}
 			store.write(f.Flush())
+			// As the ingester does once the batch is committed.
+			f.Committed = batch[len(batch)-1].Seq
 			batch = batch[:0]
 		}
 	}
