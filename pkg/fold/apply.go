@@ -211,6 +211,7 @@ func (f *Folder) create(ctx context.Context, in Input, distinctID string) (*pers
 		return p, nil
 	}
 	p := &personState{
+		used: f.gen,
 		row: PersonRow{
 			ProjectID:  in.ProjectID,
 			ID:         in.Seq,

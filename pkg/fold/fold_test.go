@@ -329,3 +329,21 @@ func TestEvictionDoesNotChangeResults(t *testing.T) {
 		t.Fatalf("cache not bounded: %d persons, %d distinct ids", p, d)
 	}
 }
+
+func TestEvictOldest(t *testing.T) {
+	m := map[int]*personState{}
+	for i := 1; i <= 10; i++ {
+		m[i] = &personState{used: uint64(i), dirty: i == 2}
+	}
+	evictOldest(m, 4, func(p *personState) (uint64, bool) { return p.used, !p.dirty })
+	var left []int
+	for i := 1; i <= 10; i++ {
+		if _, ok := m[i]; ok {
+			left = append(left, i)
+		}
+	}
+	// The dirty entry stays; the rest are the most recently used.
+	if fmt.Sprint(left) != "[2 8 9 10]" {
+		t.Fatalf("left %v", left)
+	}
+}

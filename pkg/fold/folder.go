@@ -44,6 +44,9 @@ type Folder struct {
 	// Flush costs the batch's changes, not the size of the cache.
 	changedPersons []*personState
 	changedDIDs    []didKey
+	// gen counts batches (Prepare calls); entries remember the last one
+	// that used them, and eviction drops the least recently used.
+	gen uint64
 	// warnings, activity and deletion requests since the last Flush.
 	warnings  []Warning
 	activity  []activity.Entry
@@ -78,6 +81,7 @@ func (f *Folder) Cached() (persons, distinctIDs int) { return len(f.persons), le
 // Prepare loads, in a few queries, the state that a batch of inputs will
 // touch, so that Apply rarely has to read one row at a time.
 func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
+	f.gen++
 	// Every distinct id the batch names, and persons a redelivery may
 	// already have written under the event's own sequence.
 	touched := map[didKey]bool{}
@@ -113,8 +117,12 @@ func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
 		}
 	}
 	for k := range touched {
-		if d := f.dids[k]; !d.row.IsDeleted {
-			if _, ok := f.persons[personKey{k.project, d.row.PersonID}]; !ok {
+		d := f.dids[k]
+		d.used = f.gen
+		if !d.row.IsDeleted {
+			if p, ok := f.persons[personKey{k.project, d.row.PersonID}]; ok {
+				p.used = f.gen
+			} else {
 				owners[k.project] = append(owners[k.project], d.row.PersonID)
 			}
 		}
@@ -157,7 +165,7 @@ func (f *Folder) loadDistinctIDs(ctx context.Context, project uint64, ids []stri
 			// Remember absence too, so the id is not looked up again.
 			r = DistinctIDRow{ProjectID: project, DistinctID: id, IsDeleted: true}
 		}
-		f.dids[k] = &didState{row: f.committedView(r)}
+		f.dids[k] = &didState{row: f.committedView(r), used: f.gen}
 	}
 	return nil
 }
@@ -180,7 +188,7 @@ func (f *Folder) loadPersons(ctx context.Context, project uint64, ids []uint64) 
 	}
 	for _, id := range missing {
 		if r, ok := rows[id]; ok {
-			f.persons[personKey{project, id}] = &personState{row: r}
+			f.persons[personKey{project, id}] = &personState{row: r, used: f.gen}
 		} else {
 			f.absent[personKey{project, id}] = true
 		}
@@ -229,32 +237,51 @@ func (f *Folder) Flush() Batch {
 
 // setDID stores a changed distinct id state.
 func (f *Folder) setDID(k didKey, d *didState) {
+	d.used = f.gen
 	if old := f.dids[k]; old == nil || !old.dirty {
 		f.changedDIDs = append(f.changedDIDs, k)
 	}
 	f.dids[k] = d
 }
 
-// evict keeps memory bounded by dropping clean entries beyond MaxCached.
-// Go's map order is random, so this is random eviction.
+// evict keeps memory bounded: when persons or distinct ids exceed
+// MaxCached, the clean entries least recently used (by batch) are dropped
+// until half remain.
 func (f *Folder) evict() {
-	if f.MaxCached <= 0 || len(f.persons) <= f.MaxCached {
+	if f.MaxCached <= 0 || len(f.persons) <= f.MaxCached && len(f.dids) <= f.MaxCached {
 		return
 	}
-	for k, p := range f.persons {
-		if len(f.persons) <= f.MaxCached/2 {
-			break
-		}
-		if !p.dirty {
-			delete(f.persons, k)
+	evictOldest(f.persons, f.MaxCached/2, func(p *personState) (uint64, bool) { return p.used, !p.dirty })
+	evictOldest(f.dids, f.MaxCached/2, func(d *didState) (uint64, bool) { return d.used, !d.dirty })
+}
+
+// evictOldest deletes clean entries of m, oldest use first, until keep
+// remain (or only dirty ones are left).
+func evictOldest[K comparable, V any](m map[K]V, keep int, age func(V) (used uint64, clean bool)) {
+	excess := len(m) - keep
+	if excess <= 0 {
+		return
+	}
+	counts := map[uint64]int{}
+	for _, v := range m {
+		if used, clean := age(v); clean {
+			counts[used]++
 		}
 	}
-	for k, d := range f.dids {
-		if len(f.dids) <= f.MaxCached/2 {
-			break
-		}
-		if !d.dirty {
-			delete(f.dids, k)
+	var cutoff uint64
+	for n, gens := 0, slices.Sorted(maps.Keys(counts)); n < excess && len(gens) > 0; gens = gens[1:] {
+		cutoff, n = gens[0], n+counts[gens[0]]
+	}
+	// Older than the cutoff batch first, then from the cutoff batch.
+	for _, older := range []bool{true, false} {
+		for k, v := range m {
+			if excess == 0 {
+				return
+			}
+			if used, clean := age(v); clean && (used < cutoff || !older && used == cutoff) {
+				delete(m, k)
+				excess--
+			}
 		}
 	}
 }

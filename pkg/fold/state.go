@@ -87,6 +87,7 @@ type didKey struct {
 type personState struct {
 	row   PersonRow
 	dirty bool
+	used  uint64 // the batch (Folder.gen) that last used it, for eviction
 }
 
 type didState struct {
@@ -95,6 +96,7 @@ type didState struct {
 	// Prev with the row.
 	base  Owner
 	dirty bool
+	used  uint64
 }
 
 // Warning is an ingestion warning: something in an event that was skipped

@@ -209,7 +209,7 @@ func (f *Folder) createSplit(ctx context.Context, in Input, distinctID string, i
 	if p, ok := f.persons[k]; ok && p.row.Version >= in.Seq {
 		return p, nil
 	}
-	p := &personState{row: PersonRow{
+	p := &personState{used: f.gen, row: PersonRow{
 		ProjectID: in.ProjectID, ID: id, UUID: person.UUIDFor(in.ProjectID, distinctID),
 		Properties: map[string]any{}, CreatedAt: in.Event.Timestamp,
 	}}
