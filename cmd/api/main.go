@@ -52,14 +52,11 @@ func run(args []string) error {
 	ctx, stop := appconfig.SignalContext()
 	defer stop()
 
-	store, err := common.ClickHouse(ctx)
+	store, err := common.CurrentClickHouse(ctx)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	if err := store.CheckSchema(ctx); err != nil {
-		return err
-	}
 	nc, js, err := common.NATS("api")
 	if err != nil {
 		return err

@@ -10,7 +10,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/personhub/personhub/pkg/appconfig"
-	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/deletion"
 )
 
@@ -67,19 +65,6 @@ func parse(name string, args []string, withServer bool) (*options, error) {
 	return o, nil
 }
 
-// open connects to ClickHouse and refuses a stale schema.
-func open(ctx context.Context, common *appconfig.Common) (*chstore.Store, error) {
-	store, err := common.ClickHouse(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := store.CheckSchema(ctx); err != nil {
-		store.Close()
-		return nil, err
-	}
-	return store, nil
-}
-
 func run(args []string) error {
 	o, err := parse("deleter run", args, true)
 	if err != nil {
@@ -89,7 +74,7 @@ func run(args []string) error {
 	ctx, stop := appconfig.SignalContext()
 	defer stop()
 
-	store, err := open(ctx, &o.common)
+	store, err := o.common.CurrentClickHouse(ctx)
 	if err != nil {
 		return err
 	}
@@ -124,7 +109,7 @@ func runNow(args []string) error {
 	// SIGINT/SIGTERM stop the run after its current statement.
 	ctx, stop := appconfig.SignalContext()
 	defer stop()
-	store, err := open(ctx, &o.common)
+	store, err := o.common.CurrentClickHouse(ctx)
 	if err != nil {
 		return err
 	}

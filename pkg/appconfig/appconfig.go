@@ -116,6 +116,20 @@ func (c *Common) ClickHouse(ctx context.Context) (*chstore.Store, error) {
 	return chstore.Open(ctx, chstore.Config{Addr: c.ClickHouseAddr, Database: c.ClickHouseDatabase, Username: c.ClickHouseUser, Password: c.ClickHousePassword})
 }
 
+// CurrentClickHouse opens the store and refuses a database whose schema is
+// behind this binary (the error names the command that fixes it).
+func (c *Common) CurrentClickHouse(ctx context.Context) (*chstore.Store, error) {
+	store, err := c.ClickHouse(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.CheckSchema(ctx); err != nil {
+		store.Close()
+		return nil, err
+	}
+	return store, nil
+}
+
 // NATS connects, retrying forever in the background after the first
 // connection.
 func (c *Common) NATS(name string) (*nats.Conn, jetstream.JetStream, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -290,7 +291,7 @@ func encodeProps(props map[string]any) (string, []string, []string, error) {
 	for k := range props {
 		keys = append(keys, k)
 	}
-	sortStrings(keys)
+	sort.Strings(keys)
 	values := make([]string, len(keys))
 	for i, k := range keys {
 		values[i] = propfilter.ValueText(props[k])

@@ -3,7 +3,6 @@ package chstore
 import (
 	"bytes"
 	"encoding/json"
-	"sort"
 )
 
 // decodeProps decodes a stored properties object, keeping numbers exact.
@@ -19,5 +18,3 @@ func decodeProps(s string) (map[string]any, error) {
 	}
 	return props, nil
 }
-
-func sortStrings(s []string) { sort.Strings(s) }

@@ -192,14 +192,20 @@ func (e *env) startIngester() {
 // send makes a request with a JSON body.
 func (e *env) send(method, key, path, body string) response {
 	e.t.Helper()
-	req, _ := http.NewRequest(method, e.url+path, strings.NewReader(body))
+	return request(e.t, method, e.url+path, key, body)
+}
+
+// request makes a request with a JSON body and a personal API key.
+func request(t testing.TB, method, url, key, body string) response {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)

@@ -178,18 +178,7 @@ func (e *pluginEnv) pt(org, rest string) string {
 
 func (e *pluginEnv) call(method, key, path, body string) response {
 	e.t.Helper()
-	req, _ := http.NewRequest(method, e.url+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	return response{status: res.StatusCode, header: res.Header, body: raw}
+	return request(e.t, method, e.url+path, key, body)
 }
 
 // ok calls and checks the status, returning the decoded object.
