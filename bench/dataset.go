@@ -31,6 +31,7 @@ type genEvent struct {
 	SetOnce    string // "$set_once" object, or ""
 	Unset      string // "$unset" array, or ""
 	Mutating   bool
+	Command    bool // published by the API, on the command subject
 }
 
 // generator makes a deterministic mix of events: 20% person-mutating
@@ -247,7 +248,7 @@ func publishAll(ctx context.Context, js jetstream.JetStream, project uint64, eve
 	var lastSeq atomic.Uint64
 	var failed atomic.Int64
 	start := time.Now()
-	subject := stream.Subject(project)
+	subject, commands := stream.Subject(project), stream.CommandSubject(project)
 	futures := make([]jetstream.PubAckFuture, 0, 4096)
 	drain := func() error {
 		for _, f := range futures {
@@ -268,6 +269,9 @@ func publishAll(ctx context.Context, js jetstream.JetStream, project uint64, eve
 	}
 	for _, e := range events {
 		msg := nats.NewMsg(subject)
+		if e.Command {
+			msg.Subject = commands
+		}
 		msg.Data = e.envelope()
 		msg.Header.Set(jetstream.MsgIDHeader, e.UUID.String())
 		res.bytes += int64(len(msg.Data))

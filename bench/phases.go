@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/propfilter"
 	"github.com/personhub/personhub/pkg/stream"
 )
@@ -238,8 +240,13 @@ func (s *session) purge(ctx context.Context) error {
 	g := newGenerator(s.o.seed+9, 1)
 	events := make([]genEvent, len(ids))
 	for i, id := range ids {
-		events[i] = genEvent{UUID: g.uuid(), Name: "$delete_person", DistinctID: "bench", TS: time.Now().UTC(),
-			Props: fmt.Sprintf(`{"$person_id":%d,"$delete_events":true,"$actor":{"key_id":"bench","key_label":"bench","organization_id":%q}}`, id, s.orgID)}
+		props, err := json.Marshal(map[string]any{event.PropPersonID: id, event.PropDeleteEvents: true,
+			event.PropActor: event.Actor{KeyID: "bench", KeyLabel: "bench", OrganizationID: s.orgID}})
+		if err != nil {
+			return err
+		}
+		events[i] = genEvent{UUID: g.uuid(), Name: event.DeletePerson, DistinctID: "bench", TS: time.Now().UTC(),
+			Props: string(props), Command: true}
 	}
 	pr, err := publishAll(ctx, s.n.pubs, s.project, events)
 	if err != nil {

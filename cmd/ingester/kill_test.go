@@ -41,8 +41,8 @@ func TestSIGKILLMidStream(t *testing.T) {
 	var last uint64
 	for i, e := range events {
 		id := uuid.NewSHA1(uuid.NameSpaceURL, []byte(fmt.Sprint(i))).String()
-		ts := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second).Format(time.RFC3339)
-		ack, err := stream.Publish(ctx, n.JS, uint64(1+i%3), id, []byte(fmt.Sprintf(`{"uuid":%q,"timestamp":%q,%s`, id, ts, e[1:])))
+		ts := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second)
+		ack, err := testenv.Publish(ctx, n.JS, uint64(1+i%3), e, id, ts)
 		if err != nil {
 			t.Fatal(err)
 		}

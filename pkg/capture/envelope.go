@@ -24,8 +24,8 @@ type Envelope struct {
 }
 
 // envelopeOf builds the envelope of the i-th event of a request and
-// validates it with the ingester's own parser, so that an event accepted
-// here is never dead-lettered.
+// validates it with the ingester's own parser and reserved names, so that
+// an event accepted here is never dead-lettered.
 //
 //   - event: the name; a missing name takes defaultEvent when set.
 //   - distinct_id: distinct_id, else $distinct_id, else
@@ -104,12 +104,18 @@ func envelopeOf(ev *Raw, i int, projectID uint64, now, sentAt time.Time, default
 	if b.Len() > MaxEventBytes {
 		return Envelope{}, eventError(TooLarge, i, "is %d bytes, the limit is %d", b.Len(), MaxEventBytes)
 	}
-	if _, err := event.Parse(b.Bytes()); err != nil {
+	parsed, err := event.Parse(b.Bytes())
+	if err != nil {
 		var evErr *event.Error
 		if errors.As(err, &evErr) {
 			return Envelope{}, eventError(Malformed, i, "%s", evErr.Reason)
 		}
 		return Envelope{}, eventError(Malformed, i, "%v", err)
+	}
+	// Person writes (deleting, splitting, writing in a key's name) are the
+	// API's commands; the public token grants none of them.
+	if reason := parsed.Reserved(); reason != "" {
+		return Envelope{}, eventError(Malformed, i, "event %q: %s (personal API key routes only)", parsed.Event, reason)
 	}
 	return Envelope{UUID: id, Data: b.Bytes()}, nil
 }

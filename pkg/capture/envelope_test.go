@@ -145,3 +145,33 @@ func TestEnvelope(t *testing.T) {
 		}
 	})
 }
+
+// TestEnvelopeRefusesCommands: the public token cannot send the API's
+// commands or the properties only they carry; $delete_person_property with
+// $unset stays an ordinary event, as in PostHog.
+func TestEnvelopeRefusesCommands(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	refused := map[string]string{
+		`{"event":"$delete_person","distinct_id":"a","properties":{"$person_id":1,"$delete_events":true}}`: `event "$delete_person": event name $delete_person is reserved`,
+		`{"event":"$split_person","distinct_id":"a","properties":{"$person_id":1}}`:                        `event "$split_person"`,
+		`{"event":"$delete_person_events","distinct_id":"a"}`:                                              `event "$delete_person_events"`,
+		`{"event":"$pageview","distinct_id":"a","properties":{"$actor":{"key_id":"k"}}}`:                   `event "$pageview": property $actor is reserved`,
+		`{"event":"$set","distinct_id":"a","properties":{"\u0024actor":null}}`:                             `property $actor is reserved`,
+		`{"event":"e","distinct_id":"a","properties":{"$split_distinct_ids":["b"]}}`:                       `property $split_distinct_ids`,
+	}
+	for body, want := range refused {
+		_, err := envelopeOf(raw(t, body), 3, 1, now, time.Time{}, "")
+		var e *Error
+		if !errors.As(err, &e) || e.Kind != Malformed || e.Index != 3 || !strings.Contains(e.Error(), want) {
+			t.Errorf("%s: got %v, want a malformed event 3 saying %q", body, err, want)
+		}
+	}
+	for _, body := range []string{
+		`{"event":"$delete_person_property","distinct_id":"a","properties":{"$unset":["x"]}}`,
+		`{"event":"e","distinct_id":"a","$set":{"$actor":"a person property may be called so"}}`,
+	} {
+		if _, err := envelopeOf(raw(t, body), 0, 1, now, time.Time{}, ""); err != nil {
+			t.Errorf("%s: %v", body, err)
+		}
+	}
+}

@@ -46,8 +46,9 @@ type Event struct {
 	top [3]json.RawMessage
 }
 
-// FoldKeys are the properties the fold reads; Parse decodes only these.
-var FoldKeys = []string{"$set", "$set_once", "$unset", "$anon_distinct_id", "alias", "$actor", "$person_id", "$delete_events", "$split_distinct_ids", "$main_distinct_id"}
+// FoldKeys are the properties the fold reads (and the reserved ones, which
+// Reserved looks for); Parse decodes only these.
+var FoldKeys = append([]string{"$set", "$set_once", "$unset", "$anon_distinct_id", "alias"}, ReservedProperties...)
 
 // wire is the envelope as published.
 type wire struct {
@@ -136,7 +137,8 @@ func foldProperties(raw json.RawMessage) (map[string]any, error) {
 	if raw[0] != '{' {
 		return nil, invalid("properties must be an object")
 	}
-	found := false
+	// A key written with escapes (\u0024actor) is found only by decoding.
+	found := bytes.Contains(raw, []byte(`\u`))
 	for _, k := range FoldKeys {
 		if bytes.Contains(raw, []byte(k)) {
 			found = true

@@ -8,16 +8,6 @@ import (
 	"github.com/personhub/personhub/pkg/person"
 )
 
-// Event names with special meaning to the fold.
-const (
-	EventIdentify         = "$identify"
-	EventCreateAlias      = "$create_alias"
-	EventMergeDangerously = "$merge_dangerously"
-	EventDeleteProperty   = "$delete_person_property"
-	EventDeletePerson     = "$delete_person"
-	EventSplitPerson      = "$split_person"
-)
-
 // WarningCannotMergeAlreadyIdentified is raised when an $identify or
 // $create_alias would merge away a person that is already identified.
 const WarningCannotMergeAlreadyIdentified = "cannot_merge_already_identified"
@@ -27,15 +17,15 @@ const WarningCannotMergeAlreadyIdentified = "cannot_merge_already_identified"
 func mergeSource(ev event.Event) (string, bool) {
 	var key string
 	switch ev.Event {
-	case EventIdentify:
+	case event.Identify:
 		key = "$anon_distinct_id"
-	case EventCreateAlias, EventMergeDangerously:
+	case event.CreateAlias, event.MergeDangerously:
 		key = "alias"
 	default:
 		return "", false
 	}
 	s, _ := ev.Properties[key].(string)
-	return s, ev.Event == EventMergeDangerously
+	return s, ev.Event == event.MergeDangerously
 }
 
 // Apply folds one event and returns the person it is attributed to. Only an
@@ -43,9 +33,11 @@ func mergeSource(ev event.Event) (string, bool) {
 func (f *Folder) Apply(ctx context.Context, in Input) (Resolved, error) {
 	ev := in.Event
 	switch ev.Event {
-	case EventDeletePerson:
+	case event.DeletePerson:
 		return f.deletePerson(ctx, in)
-	case EventSplitPerson:
+	case event.DeletePersonEvents:
+		return f.deletePersonEvents(ctx, in)
+	case event.SplitPerson:
 		return f.splitPerson(ctx, in)
 	}
 	other, dangerous := mergeSource(ev)
@@ -61,7 +53,7 @@ func (f *Folder) Apply(ctx context.Context, in Input) (Resolved, error) {
 			return Resolved{}, err
 		}
 	}
-	before, after := f.update(p, in, ev.Event == EventIdentify)
+	before, after := f.update(p, in, ev.Event == event.Identify)
 	if a := actorOf(ev); a != nil && len(before)+len(after) > 0 {
 		f.recordUpdate(in, a, p, before, after)
 	}
@@ -80,7 +72,7 @@ func (f *Folder) merge(ctx context.Context, in Input, other string, dangerous bo
 	if err != nil {
 		return Resolved{}, err
 	}
-	identify := ev.Event == EventIdentify
+	identify := ev.Event == event.Identify
 	switch {
 	case target == nil && source == nil:
 		p, err := f.create(ctx, in, ev.DistinctID)
@@ -273,7 +265,7 @@ func (f *Folder) update(p *personState, in Input, identify bool) (before, after 
 		return nil, nil
 	}
 	ev := in.Event
-	track := ev.Properties["$actor"] != nil
+	track := ev.Properties[event.PropActor] != nil
 	if track {
 		before, after = map[string]any{}, map[string]any{}
 	}

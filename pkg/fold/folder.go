@@ -90,8 +90,8 @@ func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
 		if in.Redelivered {
 			owners[in.ProjectID] = append(owners[in.ProjectID], in.Seq)
 		}
-		if in.Event.Event == EventDeletePerson || in.Event.Event == EventSplitPerson {
-			if id, ok := numberProp(in.Event.Properties, PropPersonID); ok {
+		if in.Event.Event == event.DeletePerson || in.Event.Event == event.DeletePersonEvents || in.Event.Event == event.SplitPerson {
+			if id, ok := numberProp(in.Event.Properties, event.PropPersonID); ok {
 				owners[in.ProjectID] = append(owners[in.ProjectID], id)
 			}
 		}

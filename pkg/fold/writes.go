@@ -11,32 +11,16 @@ import (
 	"github.com/personhub/personhub/pkg/person"
 )
 
-// Properties of the events the API publishes for person writes (see
-// docs/events.md, "Person writes").
-const (
-	PropActor          = "$actor"
-	PropPersonID       = "$person_id"
-	PropDeleteEvents   = "$delete_events"
-	PropSplitIDs       = "$split_distinct_ids"
-	PropSplitMainID    = "$main_distinct_id"
-	MaxSplitPerEvent   = 256
-	splitPersonIDsBase = uint64(1) << 52
-)
-
-// Actor is who made a change through the API.
-type Actor struct {
-	KeyID          string `json:"key_id"`
-	KeyLabel       string `json:"key_label"`
-	OrganizationID string `json:"organization_id"`
-}
+// splitPersonIDsBase is above every stream sequence: see SplitPersonID.
+const splitPersonIDsBase = uint64(1) << 52
 
 // actorOf returns the event's actor, or nil for captured events.
-func actorOf(ev event.Event) *Actor {
-	m, ok := ev.Properties[PropActor].(map[string]any)
+func actorOf(ev event.Event) *event.Actor {
+	m, ok := ev.Properties[event.PropActor].(map[string]any)
 	if !ok {
 		return nil
 	}
-	a := &Actor{}
+	a := &event.Actor{}
 	a.KeyID, _ = m["key_id"].(string)
 	a.KeyLabel, _ = m["key_label"].(string)
 	a.OrganizationID, _ = m["organization_id"].(string)
@@ -48,7 +32,7 @@ func actorOf(ev event.Event) *Actor {
 // (a stream sequence), unique, and the same on every replay. JavaScript
 // clients read it exactly while seq < 2^44.
 func SplitPersonID(seq uint64, i int) uint64 {
-	return splitPersonIDsBase + seq*MaxSplitPerEvent + uint64(i)
+	return splitPersonIDsBase + seq*event.MaxSplitPerEvent + uint64(i)
 }
 
 func numberProp(props map[string]any, key string) (uint64, bool) {
@@ -75,7 +59,7 @@ func (f *Folder) personByID(ctx context.Context, project, id uint64) (*personSta
 // creates a fresh person.
 func (f *Folder) deletePerson(ctx context.Context, in Input) (Resolved, error) {
 	ev := in.Event
-	id, ok := numberProp(ev.Properties, PropPersonID)
+	id, ok := numberProp(ev.Properties, event.PropPersonID)
 	if !ok {
 		return Resolved{}, nil
 	}
@@ -95,7 +79,7 @@ func (f *Folder) deletePerson(ctx context.Context, in Input) (Resolved, error) {
 		if a := actorOf(ev); a != nil {
 			f.recordActivity(in, a, p, "deleted", nil)
 		}
-		if ev.Properties[PropDeleteEvents] == true {
+		if ev.Properties[event.PropDeleteEvents] == true {
 			f.deletions = append(f.deletions, DeletionRequest{
 				ProjectID: in.ProjectID, PersonID: p.row.ID, PersonUUID: p.row.UUID,
 				RequestSeq: in.Seq, RequestedAt: ev.Timestamp,
@@ -108,6 +92,42 @@ func (f *Folder) deletePerson(ctx context.Context, in Input) (Resolved, error) {
 		f.tombstone(in, d, p.row.ID)
 	}
 	return res, nil
+}
+
+// deletePersonEvents folds $delete_person_events: the events of the person
+// named by $person_id, up to this sequence, are queued for deletion and the
+// person stays. No row changes, so a redelivery cannot tell whether the
+// request was written: it asks again, which writes the same row (version
+// = this sequence), and the decision depends only on the person's state at
+// this point of the log, read from a stored row that may be newer.
+func (f *Folder) deletePersonEvents(ctx context.Context, in Input) (Resolved, error) {
+	id, ok := numberProp(in.Event.Properties, event.PropPersonID)
+	if !ok {
+		return Resolved{}, nil
+	}
+	p, err := f.personByID(ctx, in.ProjectID, id)
+	if err != nil || p == nil {
+		return Resolved{}, err
+	}
+	existed := createdSeq(p.row.ID) < in.Seq
+	deletedBefore := p.row.IsDeleted && p.row.Version < in.Seq
+	if !existed || deletedBefore {
+		return Resolved{}, nil
+	}
+	f.deletions = append(f.deletions, DeletionRequest{
+		ProjectID: in.ProjectID, PersonID: p.row.ID, PersonUUID: p.row.UUID,
+		RequestSeq: in.Seq, RequestedAt: in.Event.Timestamp,
+	})
+	return resolved(p), nil
+}
+
+// createdSeq is the stream sequence of the event that created the person
+// with integer id: the id itself, or the split event's (SplitPersonID).
+func createdSeq(id uint64) uint64 {
+	if id >= splitPersonIDsBase {
+		return (id - splitPersonIDsBase) / event.MaxSplitPerEvent
+	}
+	return id
 }
 
 // tombstone marks distinctID as owned by no one (unless a later event
@@ -133,7 +153,7 @@ func (f *Folder) tombstone(in Input, distinctID string, owner uint64) {
 // uuid5 rule, id by SplitPersonID); the person keeps the others.
 func (f *Folder) splitPerson(ctx context.Context, in Input) (Resolved, error) {
 	ev := in.Event
-	id, ok := numberProp(ev.Properties, PropPersonID)
+	id, ok := numberProp(ev.Properties, event.PropPersonID)
 	if !ok {
 		return Resolved{}, nil
 	}
@@ -180,15 +200,15 @@ func (f *Folder) splitPerson(ctx context.Context, in Input) (Resolved, error) {
 }
 
 // splitIDs returns the distinct ids a split event moves (at most
-// MaxSplitPerEvent; others are ignored).
+// event.MaxSplitPerEvent; others are ignored).
 func splitIDs(ev event.Event) []string {
-	if ev.Event != EventSplitPerson {
+	if ev.Event != event.SplitPerson {
 		return nil
 	}
-	list, _ := ev.Properties[PropSplitIDs].([]any)
+	list, _ := ev.Properties[event.PropSplitIDs].([]any)
 	var out []string
 	for i, raw := range list {
-		if d, ok := raw.(string); ok && i < MaxSplitPerEvent {
+		if d, ok := raw.(string); ok && i < event.MaxSplitPerEvent {
 			out = append(out, d)
 		} else {
 			out = append(out, "")
@@ -220,9 +240,9 @@ func (f *Folder) createSplit(ctx context.Context, in Input, distinctID string, i
 
 // recordUpdate adds the activity entry of a property change made through
 // the API.
-func (f *Folder) recordUpdate(in Input, a *Actor, p *personState, before, after map[string]any) {
+func (f *Folder) recordUpdate(in Input, a *event.Actor, p *personState, before, after map[string]any) {
 	kind := "updated"
-	if in.Event.Event == EventDeleteProperty {
+	if in.Event.Event == event.DeletePersonProperty {
 		kind = "delete_property"
 	}
 	f.recordActivity(in, a, p, kind, []activity.Change{{
@@ -232,7 +252,7 @@ func (f *Folder) recordUpdate(in Input, a *Actor, p *personState, before, after 
 
 // recordActivity adds an activity entry whose id is the event's uuid, so a
 // replay writes the same entry.
-func (f *Folder) recordActivity(in Input, a *Actor, p *personState, kind string, changes []activity.Change) {
+func (f *Folder) recordActivity(in Input, a *event.Actor, p *personState, kind string, changes []activity.Change) {
 	if changes == nil {
 		changes = []activity.Change{}
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 
 	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/chstore"
-	"github.com/personhub/personhub/pkg/fold"
+	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/person"
 	"github.com/personhub/personhub/pkg/progress"
 	"github.com/personhub/personhub/pkg/stream"
@@ -75,14 +76,15 @@ type change struct {
 	properties map[string]any
 }
 
-// publish sends changes as events of the project, in order, each carrying
-// the key that made it, and returns the last one's stream sequence. A
-// failure before the first acknowledgement changed nothing.
+// publish sends changes as commands of the project (on its command
+// subject: they carry the reserved $actor), in order, each carrying the
+// key that made it, and returns the last one's stream sequence. A failure
+// before the first acknowledgement changed nothing.
 func (a *API) publish(r *http.Request, projectID uint64, changes ...change) (uint64, error) {
 	key := keyFrom(r.Context())
 	var last uint64
 	for i, c := range changes {
-		props := map[string]any{fold.PropActor: fold.Actor{KeyID: key.ID, KeyLabel: key.Label, OrganizationID: key.OrganizationID}}
+		props := map[string]any{event.PropActor: event.Actor{KeyID: key.ID, KeyLabel: key.Label, OrganizationID: key.OrganizationID}}
 		for k, v := range c.properties {
 			props[k] = v
 		}
@@ -102,7 +104,7 @@ func (a *API) publish(r *http.Request, projectID uint64, changes ...change) (uin
 			return 0, err
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		ack, err := stream.Publish(ctx, a.writes.JS, projectID, id.String(), data)
+		ack, err := stream.PublishCommand(ctx, a.writes.JS, projectID, id.String(), data)
 		cancel()
 		if err != nil {
 			a.log.Error("publish person change", "err", err, "event", c.event, "published_before", i)
@@ -189,7 +191,7 @@ func (a *API) updatePerson(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return invalid("properties", "properties must be a JSON object.")
 	}
-	return a.writePerson(w, r, projectID, p.ID, change{event: "$set", distinctID: p.DistinctIDs[0], set: props})
+	return a.writePerson(w, r, projectID, p.ID, change{event: event.Set, distinctID: p.DistinctIDs[0], set: props})
 }
 
 // param reads a parameter from the JSON body or, failing that, the query.
@@ -222,7 +224,7 @@ func (a *API) updateProperty(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return required("value")
 	}
-	return a.writePerson(w, r, projectID, p.ID, change{event: "$set", distinctID: p.DistinctIDs[0], set: map[string]any{k: value}})
+	return a.writePerson(w, r, projectID, p.ID, change{event: event.Set, distinctID: p.DistinctIDs[0], set: map[string]any{k: value}})
 }
 
 // deleteProperty serves POST /persons/{id}/delete_property/ with $unset.
@@ -239,7 +241,7 @@ func (a *API) deleteProperty(w http.ResponseWriter, r *http.Request) error {
 	if !isString || k == "" {
 		return invalid("$unset", "$unset must be the name of the property to delete.")
 	}
-	return a.writePerson(w, r, projectID, p.ID, change{event: fold.EventDeleteProperty, distinctID: p.DistinctIDs[0], unset: []string{k}})
+	return a.writePerson(w, r, projectID, p.ID, change{event: event.DeletePersonProperty, distinctID: p.DistinctIDs[0], unset: []string{k}})
 }
 
 // parseBool reads true/1/yes and false/0/no (any case).
@@ -255,8 +257,15 @@ func parseBool(field, s string) (bool, error) {
 
 // deletePerson serves DELETE /persons/{id}/: 204 once the person is gone
 // from reads; with delete_events=true its events are queued for deletion.
+// With keep_person=true the person stays: only delete_events does
+// anything (as PostHog, which then queues the events alone).
 func (a *API) deletePerson(w http.ResponseWriter, r *http.Request) error {
-	deleteEvents, err := parseBool("delete_events", r.URL.Query().Get("delete_events"))
+	q := r.URL.Query()
+	deleteEvents, err := parseBool("delete_events", q.Get("delete_events"))
+	if err != nil {
+		return err
+	}
+	keepPerson, err := parseBool("keep_person", q.Get("keep_person"))
 	if err != nil {
 		return err
 	}
@@ -264,8 +273,17 @@ func (a *API) deletePerson(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	seq, err := a.publish(r, projectID, change{event: fold.EventDeletePerson, distinctID: p.DistinctIDs[0],
-		properties: map[string]any{fold.PropPersonID: p.ID, fold.PropDeleteEvents: deleteEvents}})
+	c := change{event: event.DeletePerson, distinctID: p.DistinctIDs[0],
+		properties: map[string]any{event.PropPersonID: p.ID, event.PropDeleteEvents: deleteEvents}}
+	switch {
+	case keepPerson && !deleteEvents:
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	case keepPerson:
+		c = change{event: event.DeletePersonEvents, distinctID: p.DistinctIDs[0],
+			properties: map[string]any{event.PropPersonID: p.ID}}
+	}
+	seq, err := a.publish(r, projectID, c)
 	if err != nil {
 		return err
 	}
@@ -289,36 +307,28 @@ type splitPerson struct {
 	UUID       uuid.UUID `json:"uuid"`
 }
 
-// splitPersonHandler serves POST /persons/{id}/split/: every distinct id but
-// main_distinct_id (default: the first) becomes a person of its own.
+// splitPersonHandler serves POST /persons/{id}/split/ in PostHog's two
+// modes (splitTargets): distinct_ids_to_split moves those ids off, each to
+// a new person of its own; otherwise every distinct id but
+// main_distinct_id (default: the first) does.
 func (a *API) splitPersonHandler(w http.ResponseWriter, r *http.Request) error {
 	projectID, p, body, err := a.targetWithBody(r)
 	if err != nil {
 		return err
 	}
-	main := p.DistinctIDs[0]
-	if v, ok := body["main_distinct_id"]; ok && v != nil {
-		s, isString := v.(string)
-		if !isString || !contains(p.DistinctIDs, s) {
-			return invalid("main_distinct_id", "main_distinct_id must be one of the person's distinct ids.")
-		}
-		main = s
-	}
-	var others []string
-	for _, d := range p.DistinctIDs {
-		if d != main {
-			others = append(others, d)
-		}
+	main, others, err := splitTargets(p.DistinctIDs, body)
+	if err != nil {
+		return err
 	}
 	var changes []change
-	for start := 0; start < len(others); start += fold.MaxSplitPerEvent {
-		chunk := others[start:min(start+fold.MaxSplitPerEvent, len(others))]
+	for start := 0; start < len(others); start += event.MaxSplitPerEvent {
+		chunk := others[start:min(start+event.MaxSplitPerEvent, len(others))]
 		list := make([]any, len(chunk))
 		for i, d := range chunk {
 			list[i] = d
 		}
-		changes = append(changes, change{event: fold.EventSplitPerson, distinctID: main,
-			properties: map[string]any{fold.PropPersonID: p.ID, fold.PropSplitIDs: list, fold.PropSplitMainID: main}})
+		changes = append(changes, change{event: event.SplitPerson, distinctID: main,
+			properties: map[string]any{event.PropPersonID: p.ID, event.PropSplitIDs: list, event.PropSplitMainID: main}})
 	}
 	res := splitResult{Success: true, Created: []splitPerson{}}
 	if len(changes) > 0 {
@@ -348,13 +358,69 @@ func (a *API) splitPersonHandler(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
+// splitTargets validates a split request against the person's distinct
+// ids and returns the id the person keeps the split events under (main)
+// and the ids to move off. Any invalid request is refused before anything
+// is published.
+func splitTargets(ids []string, body map[string]any) (main string, moved []string, err error) {
+	rawMain, hasMain := body["main_distinct_id"]
+	hasMain = hasMain && rawMain != nil
+	if rawList, ok := body["distinct_ids_to_split"]; ok && rawList != nil {
+		if hasMain {
+			return "", nil, invalid("main_distinct_id", "main_distinct_id cannot be combined with distinct_ids_to_split.")
+		}
+		return partialSplit(ids, rawList)
+	}
+	main = ids[0]
+	if hasMain {
+		s, isString := rawMain.(string)
+		if !isString || !slices.Contains(ids, s) {
+			return "", nil, invalid("main_distinct_id", "main_distinct_id must be one of the person's distinct ids.")
+		}
+		main = s
+	}
+	for _, d := range ids {
+		if d != main {
+			moved = append(moved, d)
 		}
 	}
-	return false
+	return main, moved, nil
+}
+
+// partialSplit checks distinct_ids_to_split: a non-empty list of the
+// person's own distinct ids (repeats count once) that leaves it at least
+// one. PostHog would leave a person with no distinct id, which no later
+// event or write can reach; use main_distinct_id to keep a single one.
+func partialSplit(ids []string, raw any) (main string, moved []string, err error) {
+	const attr = "distinct_ids_to_split"
+	list, ok := raw.([]any)
+	if !ok {
+		return "", nil, invalid(attr, "distinct_ids_to_split must be a list of strings.")
+	}
+	if len(list) == 0 {
+		return "", nil, invalid(attr, "distinct_ids_to_split must not be empty.")
+	}
+	var unknown []string
+	for _, v := range list {
+		d, isString := v.(string)
+		switch {
+		case !isString:
+			return "", nil, invalid(attr, "distinct_ids_to_split must be a list of strings.")
+		case !slices.Contains(ids, d):
+			unknown = append(unknown, d)
+		case !slices.Contains(moved, d):
+			moved = append(moved, d)
+		}
+	}
+	if len(unknown) > 0 {
+		return "", nil, invalid(attr, fmt.Sprintf("Not distinct ids of this person: %q.", unknown))
+	}
+	for _, d := range ids {
+		if !slices.Contains(moved, d) {
+			return d, moved, nil
+		}
+	}
+	return "", nil, invalid(attr, "distinct_ids_to_split names every distinct id of the person; it must keep at least one (use main_distinct_id to keep a single one).")
 }
 
 // personActivity serves GET /persons/{id}/activity/ (one person, also after

@@ -139,12 +139,7 @@ func TestSplit(t *testing.T) {
 	if ids := m["person"].(map[string]any)["distinct_ids"].([]any); len(ids) != 1 || ids[0] != "main" {
 		t.Fatalf("person after split: %v", m["person"])
 	}
-	for _, d := range []string{"anon-1", "other"} {
-		p, q := e.personPath(d)
-		if p == path || len(q["distinct_ids"].([]any)) != 1 {
-			t.Fatalf("%s after split: %v", d, q)
-		}
-	}
+	e.wantSplitOff(path, "anon-1", "other")
 }
 
 func TestPersonActivity(t *testing.T) {

@@ -42,6 +42,14 @@ type Config struct {
 	MaxCachedPersons int
 	// AckWait is how long JetStream waits for an ack before redelivering.
 	AckWait time.Duration
+	// Streams creates the streams and the progress bucket when they are
+	// missing; existing ones are bound as they are.
+	Streams stream.Config
+	// LegacyCommandsUntil honours commands found on events.<project>
+	// subjects at or below this stream sequence, as versions before the
+	// command subject published them; 0 honours none. Set it only to
+	// rebuild from a log written before the upgrade (docs/operations.md).
+	LegacyCommandsUntil uint64
 }
 
 // Validate checks the configuration.
@@ -56,7 +64,7 @@ func (c Config) Validate() error {
 	case c.AckWait < 5*time.Second:
 		return errors.New("ack wait must be at least 5s")
 	}
-	return nil
+	return c.Streams.Validate()
 }
 
 // DefaultConfig returns the documented defaults.
@@ -92,6 +100,11 @@ func New(cfg Config, js jetstream.JetStream, store Store, logger *slog.Logger, r
 	return &Ingester{cfg: cfg, js: js, store: store, log: logger, metrics: newMetrics(reg), folder: f}, nil
 }
 
+// ForgedCommand starts the dead-letter reason of a message that uses a
+// reserved name (a command, or a property only commands carry) on a
+// subject other than the API's command subject.
+const ForgedCommand = "forged command"
+
 // pending is one message of the batch being built.
 type pending struct {
 	msg  jetstream.Msg
@@ -103,17 +116,23 @@ type pending struct {
 	last bool
 	// unparsed: the body still has to be parsed (parseAll).
 	unparsed bool
-	dead     string // reason, when the message goes to the dead-letter stream
+	// command: the message came from the API's command subject (or is
+	// a legacy one, see Config.LegacyCommandsUntil), so it may carry
+	// reserved names.
+	command bool
+	dead    string // reason, when the message goes to the dead-letter stream
 }
 
 // Run consumes until ctx is cancelled. On cancellation it stops pulling,
 // flushes the batch in hand, acknowledges it and returns nil.
 func (i *Ingester) Run(ctx context.Context) error {
-	err := stream.Ensure(ctx, i.js, stream.Config{})
+	streams := i.cfg.Streams
+	streams.Logger = i.log
+	err := stream.Ensure(ctx, i.js, streams)
 	if err != nil {
 		return err
 	}
-	if i.progress, err = progress.Open(ctx, i.js); err != nil {
+	if i.progress, err = progress.OpenReplicated(ctx, i.js, streams.Replicas); err != nil {
 		return err
 	}
 	if err := i.recover(ctx); err != nil {
@@ -166,8 +185,9 @@ func (i *Ingester) consumer(ctx context.Context) (jetstream.Consumer, error) {
 		AckPolicy:     jetstream.AckAllPolicy,
 		AckWait:       i.cfg.AckWait,
 		MaxAckPending: 4 * i.cfg.BatchSize,
-		FilterSubject: stream.EventsPrefix + ">",
-		DeliverPolicy: jetstream.DeliverAllPolicy,
+		// Events and commands: one stream, one order.
+		FilterSubjects: stream.EventsSubjects,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
 	if i.folder.Committed > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
@@ -294,11 +314,12 @@ func (i *Ingester) decode(msg jetstream.Msg) *pending {
 		p.skip = true
 		return p
 	}
-	project, err := stream.ProjectOf(msg.Subject())
+	project, command, err := stream.ParseSubject(msg.Subject())
 	if err != nil {
 		p.dead = err.Error()
 		return p
 	}
+	p.command = command || p.seq <= i.cfg.LegacyCommandsUntil
 	// The body is parsed later, for the whole batch at once (parseAll).
 	p.in = fold.Input{ProjectID: project, Seq: p.seq, Redelivered: meta.NumDelivered > 1}
 	p.unparsed = true
@@ -323,6 +344,10 @@ func parseAll(batch []*pending) {
 				ev, err := event.Parse(p.msg.Data())
 				if err != nil {
 					p.dead = err.Error()
+					continue
+				}
+				if reason := ev.Reserved(); reason != "" && !p.command {
+					p.dead = ForgedCommand + ": " + reason + "; only the API publishes those, on " + stream.CommandsPrefix + "<project_id>"
 					continue
 				}
 				p.in.Event = ev

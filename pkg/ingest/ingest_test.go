@@ -25,21 +25,28 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// publish sends envelopes (with uuid and timestamp filled in) to a project.
+// publish sends envelopes (with uuid and timestamp filled in) to a
+// project's event subject.
 func publish(t *testing.T, js jetstream.JetStream, project uint64, events []string) {
+	t.Helper()
+	msgs := make([]testenv.Message, len(events))
+	for i, e := range events {
+		msgs[i] = testenv.Message{Body: e}
+	}
+	publishMessages(t, js, project, msgs)
+}
+
+// publishMessages sends workload messages, commands on the command subject.
+func publishMessages(t *testing.T, js jetstream.JetStream, project uint64, msgs []testenv.Message) {
 	t.Helper()
 	ctx := context.Background()
 	if err := stream.Ensure(ctx, js, stream.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	for i, e := range events {
+	for i, m := range msgs {
 		id := uuid.NewSHA1(uuid.NameSpaceURL, []byte(fmt.Sprintf("%d-%d", project, i))).String()
-		ts := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second).Format(time.RFC3339)
-		body := e
-		if strings.HasPrefix(e, "{") && !strings.Contains(e, `"uuid"`) {
-			body = fmt.Sprintf(`{"uuid":%q,"timestamp":%q,%s`, id, ts, e[1:])
-		}
-		if _, err := stream.Publish(ctx, js, project, id, []byte(body)); err != nil {
+		ts := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second)
+		if _, err := testenv.Publish(ctx, js, project, m, id, ts); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -172,8 +179,8 @@ func (f *flakyStore) WriteBatch(ctx context.Context, events []chstore.EventRow, 
 func TestCrashesAndReplayGiveTheSameState(t *testing.T) {
 	n := testenv.StartNATS(t, "")
 	events := testenv.Workload(3, 3000, 150)
-	publish(t, n.JS, 1, events[:2000])
-	publish(t, n.JS, 2, events[2000:])
+	publishMessages(t, n.JS, 1, events[:2000])
+	publishMessages(t, n.JS, 2, events[2000:])
 	last := uint64(len(events))
 
 	ref := testenv.ClickHouse(t)

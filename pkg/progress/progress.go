@@ -20,12 +20,25 @@ import (
 // Bucket is the KV bucket holding the watermarks.
 const Bucket = "ingest_progress"
 
-// Open creates or binds the bucket.
+// Open binds the bucket as it is, creating it with one replica if missing.
 func Open(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: Bucket, Description: "last stream sequence each ingester committed to ClickHouse",
-		History: 1, Storage: jetstream.FileStorage,
-	})
+	return OpenReplicated(ctx, js, 1)
+}
+
+// OpenReplicated binds the bucket as it is, creating it with replicas if
+// missing. An existing bucket keeps the settings an operator gave it.
+func OpenReplicated(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: Bucket, Description: "last stream sequence each ingester committed to ClickHouse",
+			History: 1, Storage: jetstream.FileStorage, Replicas: max(replicas, 1),
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			// Created meanwhile by another process: bind to it.
+			kv, err = js.KeyValue(ctx, Bucket)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kv %s: %w", Bucket, err)
 	}

@@ -4,7 +4,10 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,13 +19,21 @@ import (
 )
 
 const (
-	// Events is the log of record: every event of every project.
+	// Events is the log of record: every event and command of every project.
 	Events = "EVENTS"
 	// EventsPrefix starts every event subject: events.<project_id>.
+	// Capture and pipelines publish here.
 	EventsPrefix = "events."
+	// CommandsPrefix starts the API's command subjects:
+	// commands.<project_id>. Only the API may publish here (NATS publish
+	// permissions, docs/operations.md); the ingester honours commands
+	// (event.ReservedEvents, event.ReservedProperties) from nowhere else.
+	// Commands share the stream with events so that one sequence orders
+	// both and a replay folds them in the same order.
+	CommandsPrefix = "commands."
 	// DeadLetter keeps messages the ingester can never fold.
 	DeadLetter = "EVENTS_DLQ"
-	// DeadLetterPrefix starts dead-letter subjects: dlq.events.<project_id>.
+	// DeadLetterPrefix starts dead-letter subjects: dlq.<original subject>.
 	DeadLetterPrefix = "dlq."
 
 	// Headers set on dead-lettered messages.
@@ -31,30 +42,73 @@ const (
 	HeaderSeq     = "Dlq-Stream-Seq"
 )
 
+// Subjects of the two streams.
+var (
+	EventsSubjects     = []string{EventsPrefix + ">", CommandsPrefix + ">"}
+	DeadLetterSubjects = []string{DeadLetterPrefix + EventsPrefix + ">", DeadLetterPrefix + CommandsPrefix + ">"}
+)
+
 // Subject returns the subject events of a project are published on.
 func Subject(projectID uint64) string { return EventsPrefix + strconv.FormatUint(projectID, 10) }
 
-// ProjectOf parses the project id out of an event subject.
-func ProjectOf(subject string) (uint64, error) {
+// CommandSubject returns the subject the API publishes a project's
+// commands on.
+func CommandSubject(projectID uint64) string {
+	return CommandsPrefix + strconv.FormatUint(projectID, 10)
+}
+
+// ParseSubject returns the project of an event or command subject, and
+// whether it is a command subject.
+func ParseSubject(subject string) (projectID uint64, command bool, err error) {
 	rest, ok := strings.CutPrefix(subject, EventsPrefix)
 	if !ok {
-		return 0, fmt.Errorf("subject %q is not under %s", subject, EventsPrefix)
+		if rest, command = strings.CutPrefix(subject, CommandsPrefix); !command {
+			return 0, false, fmt.Errorf("subject %q is not under %s or %s", subject, EventsPrefix, CommandsPrefix)
+		}
 	}
 	id, err := strconv.ParseUint(rest, 10, 64)
 	if err != nil || id == 0 {
-		return 0, fmt.Errorf("subject %q: want events.<project id>", subject)
+		return 0, false, fmt.Errorf("subject %q: want events.<project id> or commands.<project id>", subject)
 	}
-	return id, nil
+	return id, command, nil
 }
 
-// Config tunes the streams; the zero value gives the documented defaults.
+// ProjectOf parses the project id out of an event or command subject.
+func ProjectOf(subject string) (uint64, error) {
+	id, _, err := ParseSubject(subject)
+	return id, err
+}
+
+// Config is used only to create missing streams (Ensure); the zero value
+// gives the documented defaults.
 type Config struct {
 	// Replicas of each stream (1 for a single server).
 	Replicas int
 	// DuplicateWindow is how long Nats-Msg-Id dedupe remembers ids.
 	DuplicateWindow time.Duration
+	// MaxBytes bounds the events stream (0: no limit). The stream is the
+	// log of record, so a full stream refuses publishes (discard new)
+	// rather than dropping old events.
+	MaxBytes int64
 	// DeadLetterMaxAge bounds how long dead letters are kept.
 	DeadLetterMaxAge time.Duration
+	// Logger, when set, hears about subjects added to existing streams.
+	Logger *slog.Logger
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch {
+	case c.Replicas < 0 || c.Replicas > 5:
+		return fmt.Errorf("stream replicas %d out of range 1..5", c.Replicas)
+	case c.DuplicateWindow < 0:
+		return errors.New("stream duplicate window must not be negative")
+	case c.MaxBytes < 0:
+		return errors.New("stream max bytes must not be negative (0 means no limit)")
+	case c.DeadLetterMaxAge < 0:
+		return errors.New("dead-letter max age must not be negative")
+	}
+	return nil
 }
 
 func (c Config) withDefaults() Config {
@@ -70,35 +124,80 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Ensure creates or updates the streams. The events stream keeps every
-// message (no age or count limit): it is the log the ClickHouse tables are
-// rebuilt from.
-func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
-	cfg = cfg.withDefaults()
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+// Configs returns the configurations Ensure creates missing streams with.
+func (c Config) Configs() (events, deadLetter jetstream.StreamConfig) {
+	c = c.withDefaults()
+	events = jetstream.StreamConfig{
 		Name:        Events,
-		Description: "Analytics events, the log of record for persons",
-		Subjects:    []string{EventsPrefix + ">"},
+		Description: "Analytics events and the API's person commands, the log of record for persons",
+		Subjects:    EventsSubjects,
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
-		Replicas:    cfg.Replicas,
+		Replicas:    c.Replicas,
 		MaxMsgSize:  event.MaxSize,
-		Duplicates:  cfg.DuplicateWindow,
+		Duplicates:  c.DuplicateWindow,
 		Discard:     jetstream.DiscardOld,
-	})
-	if err != nil {
-		return fmt.Errorf("stream %s: %w", Events, err)
+		MaxBytes:    -1,
 	}
-	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if c.MaxBytes > 0 {
+		events.MaxBytes = c.MaxBytes
+		events.Discard = jetstream.DiscardNew
+	}
+	deadLetter = jetstream.StreamConfig{
 		Name:        DeadLetter,
 		Description: "Events the ingester could not fold, with the reason in " + HeaderReason,
-		Subjects:    []string{DeadLetterPrefix + EventsPrefix + ">"},
+		Subjects:    DeadLetterSubjects,
 		Storage:     jetstream.FileStorage,
-		Replicas:    cfg.Replicas,
-		MaxAge:      cfg.DeadLetterMaxAge,
-	})
+		Replicas:    c.Replicas,
+		MaxAge:      c.DeadLetterMaxAge,
+	}
+	return events, deadLetter
+}
+
+// Ensure binds the streams as they are, creating a missing one from cfg.
+// An existing stream keeps every setting an operator gave it (replicas,
+// limits, duplicate window); the only change ever made to it is adding a
+// subject of the contract it lacks (commands.> to an EVENTS stream made
+// before commands had their own subject).
+func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	events, deadLetter := cfg.Configs()
+	for _, want := range []jetstream.StreamConfig{events, deadLetter} {
+		if err := ensureStream(ctx, js, want, cfg.Logger); err != nil {
+			return fmt.Errorf("stream %s: %w", want.Name, err)
+		}
+	}
+	return nil
+}
+
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, log *slog.Logger) error {
+	s, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = js.CreateStream(ctx, want)
+		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return err
+		}
+		// Created meanwhile by another process: bind to it.
+		s, err = js.Stream(ctx, want.Name)
+	}
 	if err != nil {
-		return fmt.Errorf("stream %s: %w", DeadLetter, err)
+		return err
+	}
+	have := s.CachedInfo().Config
+	var missing []string
+	for _, subj := range want.Subjects {
+		if !slices.Contains(have.Subjects, subj) {
+			missing = append(missing, subj)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	have.Subjects = append(slices.Clone(have.Subjects), missing...)
+	if _, err := js.UpdateStream(ctx, have); err != nil {
+		return fmt.Errorf("add subjects %v to the existing stream: %w", missing, err)
+	}
+	if log != nil {
+		log.Info("added subjects to an existing stream; its other settings are kept", "stream", want.Name, "subjects", missing)
 	}
 	return nil
 }
@@ -106,7 +205,18 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 // Publish publishes one event envelope for a project, deduplicated by its
 // uuid, and waits for the stream's acknowledgement.
 func Publish(ctx context.Context, js jetstream.JetStream, projectID uint64, uuid string, data []byte) (*jetstream.PubAck, error) {
-	msg := nats.NewMsg(Subject(projectID))
+	return publishOn(ctx, js, Subject(projectID), uuid, data)
+}
+
+// PublishCommand publishes one command envelope (made by the API) for a
+// project on its command subject, deduplicated by its uuid, and waits for
+// the stream's acknowledgement.
+func PublishCommand(ctx context.Context, js jetstream.JetStream, projectID uint64, uuid string, data []byte) (*jetstream.PubAck, error) {
+	return publishOn(ctx, js, CommandSubject(projectID), uuid, data)
+}
+
+func publishOn(ctx context.Context, js jetstream.JetStream, subject, uuid string, data []byte) (*jetstream.PubAck, error) {
+	msg := nats.NewMsg(subject)
 	msg.Data = data
 	msg.Header.Set(jetstream.MsgIDHeader, uuid)
 	return js.PublishMsg(ctx, msg)

@@ -2,20 +2,54 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/event"
+	"github.com/personhub/personhub/pkg/stream"
 )
 
-// Workload makes a deterministic mix of envelopes (without uuid and
-// timestamp) over a small set of distinct ids, so merges, chains, refused
-// merges and illegal ids all happen: creations, $set, $set_once, $unset,
-// $identify, $create_alias, $merge_dangerously, $delete_person_property.
-func Workload(seed int64, n, ids int) []string {
+// Message is one envelope of a workload (without uuid and timestamp) and
+// whether the API makes it: a command, published on the command subject.
+type Message struct {
+	Body    string
+	Command bool
+}
+
+// command renders an API command as the API publishes it, with an actor.
+func command(name, distinctID string, props map[string]any, set map[string]any, unset []string) Message {
+	all := map[string]any{event.PropActor: event.Actor{KeyID: "k1", KeyLabel: "test", OrganizationID: "o1"}}
+	for k, v := range props {
+		all[k] = v
+	}
+	env := map[string]any{"event": name, "distinct_id": distinctID, "properties": all}
+	if set != nil {
+		env["$set"] = set
+	}
+	if unset != nil {
+		env["$unset"] = unset
+	}
+	b, err := json.Marshal(env)
+	if err != nil {
+		panic(err) // only plain values above
+	}
+	return Message{Body: string(b), Command: true}
+}
+
+// Workload makes a deterministic mix of envelopes over a small set of
+// distinct ids, so merges, chains, refused merges and illegal ids all
+// happen: creations, $set, $set_once, $unset, $identify, $create_alias,
+// $merge_dangerously, and the API's commands ($delete_person_property,
+// $delete_person, $delete_person_events, $split_person).
+func Workload(seed int64, n, ids int) []Message {
 	r := rand.New(rand.NewSource(seed))
 	id := func() string {
 		if r.Intn(40) == 0 {
@@ -23,34 +57,50 @@ func Workload(seed int64, n, ids int) []string {
 		}
 		return fmt.Sprintf("u%d", r.Intn(ids))
 	}
-	out := make([]string, 0, n)
+	plain := func(format string, args ...any) Message { return Message{Body: fmt.Sprintf(format, args...)} }
+	out := make([]Message, 0, n)
 	for i := 0; i < n; i++ {
-		switch k := r.Intn(14); {
+		switch k := r.Intn(15); {
 		case k == 12 && i > 0:
 			// Person ids are stream sequences: name a person that may
 			// or may not exist (then the event changes nothing).
-			out = append(out, fmt.Sprintf(`{"event":"$delete_person","distinct_id":"api","properties":{"$person_id":%d,"$delete_events":%v,"$actor":{"key_id":"k1","key_label":"test","organization_id":"o1"}}}`, 1+r.Intn(i), r.Intn(2) == 0))
+			out = append(out, command(event.DeletePerson, "api", map[string]any{event.PropPersonID: 1 + r.Intn(i), event.PropDeleteEvents: r.Intn(2) == 0}, nil, nil))
 		case k == 13 && i > 0:
-			out = append(out, fmt.Sprintf(`{"event":"$split_person","distinct_id":"api","properties":{"$person_id":%d,"$split_distinct_ids":[%q,%q],"$actor":{"key_id":"k1","key_label":"test","organization_id":"o1"}}}`, 1+r.Intn(i), id(), id()))
+			out = append(out, command(event.SplitPerson, "api", map[string]any{event.PropPersonID: 1 + r.Intn(i), event.PropSplitIDs: []string{id(), id()}}, nil, nil))
+		case k == 14 && i > 0:
+			out = append(out, command(event.DeletePersonEvents, "api", map[string]any{event.PropPersonID: 1 + r.Intn(i)}, nil, nil))
 		case k < 4:
-			out = append(out, fmt.Sprintf(`{"event":"e","distinct_id":%q,"$set":{"k%d":%d}}`, id(), r.Intn(6), r.Intn(4)))
+			out = append(out, plain(`{"event":"e","distinct_id":%q,"$set":{"k%d":%d}}`, id(), r.Intn(6), r.Intn(4)))
 		case k < 5:
-			out = append(out, fmt.Sprintf(`{"event":"e","distinct_id":%q,"$set_once":{"k%d":"o%d"}}`, id(), r.Intn(6), r.Intn(4)))
+			out = append(out, plain(`{"event":"e","distinct_id":%q,"$set_once":{"k%d":"o%d"}}`, id(), r.Intn(6), r.Intn(4)))
 		case k < 6:
-			out = append(out, fmt.Sprintf(`{"event":"e","distinct_id":%q,"$unset":["k%d"]}`, id(), r.Intn(6)))
+			out = append(out, plain(`{"event":"e","distinct_id":%q,"$unset":["k%d"]}`, id(), r.Intn(6)))
 		case k < 7:
-			out = append(out, fmt.Sprintf(`{"event":"$identify","distinct_id":%q,"properties":{"$anon_distinct_id":%q}}`, id(), id()))
+			out = append(out, plain(`{"event":"$identify","distinct_id":%q,"properties":{"$anon_distinct_id":%q}}`, id(), id()))
 		case k < 8:
-			out = append(out, fmt.Sprintf(`{"event":"$create_alias","distinct_id":%q,"properties":{"alias":%q}}`, id(), id()))
+			out = append(out, plain(`{"event":"$create_alias","distinct_id":%q,"properties":{"alias":%q}}`, id(), id()))
 		case k < 9:
-			out = append(out, fmt.Sprintf(`{"event":"$merge_dangerously","distinct_id":%q,"properties":{"alias":%q}}`, id(), id()))
+			out = append(out, plain(`{"event":"$merge_dangerously","distinct_id":%q,"properties":{"alias":%q}}`, id(), id()))
 		case k < 10:
-			out = append(out, fmt.Sprintf(`{"event":"$delete_person_property","distinct_id":%q,"$unset":["k%d"],"properties":{"$actor":{"key_id":"k1","key_label":"test","organization_id":"o1"}}}`, id(), r.Intn(6)))
+			out = append(out, command(event.DeletePersonProperty, id(), nil, nil, []string{fmt.Sprintf("k%d", r.Intn(6))}))
 		default:
-			out = append(out, fmt.Sprintf(`{"event":"$pageview","distinct_id":%q}`, id()))
+			out = append(out, plain(`{"event":"$pageview","distinct_id":%q}`, id()))
 		}
 	}
 	return out
+}
+
+// Publish publishes a workload message for a project on its subject (the
+// command subject for commands), with uuid and timestamp filled in.
+func Publish(ctx context.Context, js jetstream.JetStream, project uint64, m Message, uuid string, ts time.Time) (*jetstream.PubAck, error) {
+	body := m.Body
+	if strings.HasPrefix(body, "{") && !strings.Contains(body, `"uuid"`) {
+		body = fmt.Sprintf(`{"uuid":%q,"timestamp":%q,%s`, uuid, ts.UTC().Format(time.RFC3339), body[1:])
+	}
+	if m.Command {
+		return stream.PublishCommand(ctx, js, project, uuid, []byte(body))
+	}
+	return stream.Publish(ctx, js, project, uuid, []byte(body))
 }
 
 // Snapshot renders every table the ingester writes, newest versions, as

@@ -1,0 +1,80 @@
+package event
+
+import "slices"
+
+// Event names with special meaning to the fold (docs/events.md).
+const (
+	Identify         = "$identify"
+	CreateAlias      = "$create_alias"
+	MergeDangerously = "$merge_dangerously"
+	// Set is the event the API publishes for property writes.
+	Set = "$set"
+	// DeletePersonProperty carries $unset. PostHog's capture accepts it
+	// from clients, so it is an ordinary event; only the API's copy, on
+	// the command subject, carries an actor.
+	DeletePersonProperty = "$delete_person_property"
+)
+
+// Commands: person writes only the API may publish, on its own subject
+// (stream.CommandSubject). The ingester dead-letters them anywhere else.
+const (
+	// DeletePerson deletes PropPersonID (and, with PropDeleteEvents,
+	// queues the deletion of its events).
+	DeletePerson = "$delete_person"
+	// DeletePersonEvents queues the deletion of PropPersonID's events and
+	// keeps the person (DELETE ...?keep_person=true&delete_events=true).
+	DeletePersonEvents = "$delete_person_events"
+	// SplitPerson moves PropSplitIDs off PropPersonID, each to a new
+	// person of its own.
+	SplitPerson = "$split_person"
+)
+
+// Properties of command events.
+const (
+	// PropActor is the key that made a change through the API (Actor);
+	// the activity log is written from it.
+	PropActor        = "$actor"
+	PropPersonID     = "$person_id"
+	PropDeleteEvents = "$delete_events"
+	PropSplitIDs     = "$split_distinct_ids"
+	PropSplitMainID  = "$main_distinct_id"
+)
+
+// MaxSplitPerEvent is the most distinct ids one $split_person moves; the
+// API splits a person with more ids in several events.
+const MaxSplitPerEvent = 256
+
+// Actor is who made a change through the API: PropActor's value.
+type Actor struct {
+	KeyID          string `json:"key_id"`
+	KeyLabel       string `json:"key_label"`
+	OrganizationID string `json:"organization_id"`
+}
+
+// ReservedEvents are the command names: only the API may publish them.
+var ReservedEvents = []string{DeletePerson, DeletePersonEvents, SplitPerson}
+
+// ReservedProperties are the properties only commands may carry. They mean
+// nothing on an ordinary event except PropActor, which would write the
+// activity log in a key's name; all of them are refused outside commands
+// so that an event in the log that carries one was made by the API.
+var ReservedProperties = []string{PropActor, PropPersonID, PropDeleteEvents, PropSplitIDs, PropSplitMainID}
+
+// ReservedEvent reports whether name is a command name.
+func ReservedEvent(name string) bool { return slices.Contains(ReservedEvents, name) }
+
+// Reserved returns why the event may only come from the API (a command
+// name, or a reserved property in properties), or "" for an ordinary
+// event. Capture refuses such events; the ingester dead-letters them when
+// they arrive outside the command subject.
+func (e Event) Reserved() string {
+	if ReservedEvent(e.Event) {
+		return "event name " + e.Event + " is reserved for the API's person writes"
+	}
+	for _, k := range ReservedProperties {
+		if _, ok := e.Properties[k]; ok {
+			return "property " + k + " is reserved for the API's person writes"
+		}
+	}
+	return ""
+}
