@@ -44,9 +44,15 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.BatchWait, "batch-wait", appconfig.EnvDuration("INGESTER_BATCH_WAIT", cfg.BatchWait), "longest wait for a batch to fill (env INGESTER_BATCH_WAIT)")
 	fs.IntVar(&cfg.MaxCachedPersons, "max-cached-persons", appconfig.EnvInt("INGESTER_MAX_CACHED_PERSONS", cfg.MaxCachedPersons), "persons kept in memory between batches (env INGESTER_MAX_CACHED_PERSONS)")
 	fs.DurationVar(&cfg.AckWait, "ack-wait", appconfig.EnvDuration("INGESTER_ACK_WAIT", cfg.AckWait), "JetStream ack wait (env INGESTER_ACK_WAIT)")
+	bindStreams(fs, &cfg.Streams)
+	legacy := fs.Int("legacy-commands-until", appconfig.EnvInt("INGESTER_LEGACY_COMMANDS_UNTIL", 0), "honour commands found on events.<project> up to this stream sequence, for rebuilding from a log written before commands had their own subject; 0: none (env INGESTER_LEGACY_COMMANDS_UNTIL)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *legacy < 0 {
+		return errors.New("-legacy-commands-until must not be negative")
+	}
+	cfg.LegacyCommandsUntil = uint64(*legacy)
 	if err := errors.Join(common.Validate(), cfg.Validate()); err != nil {
 		return err
 	}
@@ -122,6 +128,8 @@ func publish(args []string) error {
 	common.Bind(fs)
 	project := fs.Uint64("project", 0, "project id the events belong to (required)")
 	window := fs.Int("window", 1000, "most unacknowledged publishes in flight")
+	var streams stream.Config
+	bindStreams(fs, &streams)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: ingester publish -project N [FILE|-]\n\nPublishes one event envelope per line (docs/events.md); uuid and timestamp are filled in when missing.")
 		fs.PrintDefaults()
@@ -132,6 +140,9 @@ func publish(args []string) error {
 	if *project == 0 {
 		fs.Usage()
 		return errors.New("-project is required")
+	}
+	if err := streams.Validate(); err != nil {
+		return err
 	}
 	in := io.Reader(os.Stdin)
 	if name := fs.Arg(0); name != "" && name != "-" {
@@ -149,10 +160,20 @@ func publish(args []string) error {
 	defer nc.Close()
 	ctx, stop := appconfig.SignalContext()
 	defer stop()
-	if err := stream.Ensure(ctx, js, stream.Config{}); err != nil {
+	if err := stream.Ensure(ctx, js, streams); err != nil {
 		return err
 	}
 	n, err := stream.PublishLines(ctx, js, *project, in, *window)
 	fmt.Printf("published %d events to %s\n", n, stream.Subject(*project))
 	return err
+}
+
+// bindStreams binds the settings the streams and the progress bucket are
+// created with when missing (run and publish create them). Existing ones
+// are used as they are: change those with the nats CLI.
+func bindStreams(fs *flag.FlagSet, c *stream.Config) {
+	fs.IntVar(&c.Replicas, "stream-replicas", appconfig.EnvInt("INGESTER_STREAM_REPLICAS", 1), "replicas of the streams and the progress bucket, when created (env INGESTER_STREAM_REPLICAS)")
+	fs.DurationVar(&c.DuplicateWindow, "stream-duplicate-window", appconfig.EnvDuration("INGESTER_STREAM_DUPLICATE_WINDOW", 10*time.Minute), "Nats-Msg-Id dedupe window of the events stream, when created (env INGESTER_STREAM_DUPLICATE_WINDOW)")
+	fs.Int64Var(&c.MaxBytes, "stream-max-bytes", int64(appconfig.EnvInt("INGESTER_STREAM_MAX_BYTES", 0)), "byte limit of the events stream, when created; a full stream refuses publishes; 0: no limit (env INGESTER_STREAM_MAX_BYTES)")
+	fs.DurationVar(&c.DeadLetterMaxAge, "dlq-max-age", appconfig.EnvDuration("INGESTER_DLQ_MAX_AGE", 30*24*time.Hour), "how long dead letters are kept, when the dead-letter stream is created (env INGESTER_DLQ_MAX_AGE)")
 }
