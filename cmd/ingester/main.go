@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"time"
 
@@ -89,7 +90,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("ingester starting", "nats", common.NATSURL, "clickhouse", common.ClickHouseAddr, "database", common.ClickHouseDatabase, "metrics", *metricsAddr)
+	log.Info("ingester starting", "nats", redacted(common.NATSURL), "clickhouse", common.ClickHouseAddr, "database", common.ClickHouseDatabase, "metrics", *metricsAddr)
 	runErr := ing.Run(ctx)
 	stopOps()
 	return runErr
@@ -176,4 +177,13 @@ func bindStreams(fs *flag.FlagSet, c *stream.Config) {
 	fs.DurationVar(&c.DuplicateWindow, "stream-duplicate-window", appconfig.EnvDuration("INGESTER_STREAM_DUPLICATE_WINDOW", 10*time.Minute), "Nats-Msg-Id dedupe window of the events stream, when created (env INGESTER_STREAM_DUPLICATE_WINDOW)")
 	fs.Int64Var(&c.MaxBytes, "stream-max-bytes", int64(appconfig.EnvInt("INGESTER_STREAM_MAX_BYTES", 0)), "byte limit of the events stream, when created; a full stream refuses publishes; 0: no limit (env INGESTER_STREAM_MAX_BYTES)")
 	fs.DurationVar(&c.DeadLetterMaxAge, "dlq-max-age", appconfig.EnvDuration("INGESTER_DLQ_MAX_AGE", 30*24*time.Hour), "how long dead letters are kept, when the dead-letter stream is created (env INGESTER_DLQ_MAX_AGE)")
+}
+
+// redacted is a NATS URL with its password hidden, for logs.
+func redacted(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }

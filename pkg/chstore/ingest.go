@@ -272,7 +272,7 @@ func (s *Store) writeDeletionRequests(ctx context.Context, reqs []fold.DeletionR
 	}
 	for _, r := range reqs {
 		if err := batch.Append(r.ProjectID, r.PersonID, r.PersonUUID, r.RequestSeq, "pending", r.RequestedAt.UTC(),
-			time.Unix(0, 0).UTC(), time.Unix(0, 0).UTC(), uint64(0), r.RequestSeq); err != nil {
+			time.Unix(0, 0).UTC(), time.Unix(0, 0).UTC(), uint64(0), r.Version); err != nil {
 			batch.Abort()
 			return err
 		}

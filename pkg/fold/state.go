@@ -123,12 +123,24 @@ type Batch struct {
 	DeletionRequests []DeletionRequest
 }
 
-// DeletionRequest asks for the events of a deleted person to be deleted:
-// those with a stream sequence up to RequestSeq.
+// DeletionRequest asks for the events of a person (deleted, or kept with
+// $delete_person_events) to be deleted: those with a stream sequence up to
+// RequestSeq.
 type DeletionRequest struct {
 	ProjectID   uint64
 	PersonID    uint64
 	PersonUUID  uuid.UUID
 	RequestSeq  uint64
 	RequestedAt time.Time
+	// Version is the row's version (RequestVersion of RequestSeq).
+	Version uint64
 }
+
+// RequestVersion is the version of a deletion request made at stream
+// sequence seq. The table keeps one row per person, and the deleter
+// writes each later state of a request as the current version + 1 (its
+// nanosecond clock stays below these), so a person's later request (a
+// deletion after a kept person's events were deleted) must be above every
+// state of an earlier one: 2^62 + seq × 2^10 leaves 1023 deleter writes per
+// request. Deterministic, so a replay writes the same rows.
+func RequestVersion(seq uint64) uint64 { return 1<<62 + seq<<10 }

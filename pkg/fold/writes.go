@@ -82,7 +82,7 @@ func (f *Folder) deletePerson(ctx context.Context, in Input) (Resolved, error) {
 		if ev.Properties[event.PropDeleteEvents] == true {
 			f.deletions = append(f.deletions, DeletionRequest{
 				ProjectID: in.ProjectID, PersonID: p.row.ID, PersonUUID: p.row.UUID,
-				RequestSeq: in.Seq, RequestedAt: ev.Timestamp,
+				RequestSeq: in.Seq, RequestedAt: ev.Timestamp, Version: RequestVersion(in.Seq),
 			})
 		}
 		p.row.IsDeleted = true
@@ -116,7 +116,7 @@ func (f *Folder) deletePersonEvents(ctx context.Context, in Input) (Resolved, er
 	}
 	f.deletions = append(f.deletions, DeletionRequest{
 		ProjectID: in.ProjectID, PersonID: p.row.ID, PersonUUID: p.row.UUID,
-		RequestSeq: in.Seq, RequestedAt: in.Event.Timestamp,
+		RequestSeq: in.Seq, RequestedAt: in.Event.Timestamp, Version: RequestVersion(in.Seq),
 	})
 	return resolved(p), nil
 }

@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/deletion"
 	"github.com/personhub/personhub/pkg/stream"
 	"github.com/personhub/personhub/pkg/testenv"
 )
@@ -87,5 +91,46 @@ func TestForgedCommandsAreDeadLettered(t *testing.T) {
 	}
 	if err := legacy.Conn().QueryRow(ctx, "SELECT count() FROM events FINAL WHERE project_id = 7").Scan(&events); err != nil || events != 4 {
 		t.Fatalf("legacy run stored %d events (%v), want 4 (commands above the bound still dead-lettered)", events, err)
+	}
+}
+
+// TestDeletionAfterKeptPersonEvents: a person whose events were deleted
+// with keep_person (the request verified by the real deleter) and who is
+// deleted later gets a new pending request; it is not shadowed by the
+// verified row of the first.
+func TestDeletionAfterKeptPersonEvents(t *testing.T) {
+	n := testenv.StartNATS(t, "")
+	actor := `"$actor":{"key_id":"k1","organization_id":"o1"}`
+	publishMessages(t, n.JS, 4, []testenv.Message{
+		{Body: `{"event":"e","distinct_id":"a"}`},
+		{Body: `{"event":"$delete_person_events","distinct_id":"a","properties":{"$person_id":1,` + actor + `}}`, Command: true},
+	})
+	store := testenv.ClickHouse(t)
+	runUntil(t, testConfig("ingester"), n.JS, store, 2)
+	ctx := context.Background()
+	runner, err := deletion.New(store.Conn(), deletion.DefaultConfig(), quietLogger(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := runner.RunOnce(ctx); err != nil || sum.Verified != 1 {
+		t.Fatalf("deleter run: %+v %v", sum, err)
+	}
+	request := func() (status string, seq uint64) {
+		t.Helper()
+		if err := store.Conn().QueryRow(ctx, "SELECT status, request_seq FROM person_deletion_requests FINAL WHERE project_id = 4 AND person_id = 1").Scan(&status, &seq); err != nil {
+			t.Fatal(err)
+		}
+		return status, seq
+	}
+	if status, seq := request(); status != deletion.StatusVerified || seq != 2 {
+		t.Fatalf("first request: %s at %d", status, seq)
+	}
+	if _, err := testenv.Publish(ctx, n.JS, 4, testenv.Message{Body: `{"event":"$delete_person","distinct_id":"a","properties":{"$person_id":1,"$delete_events":true,` + actor + `}}`, Command: true},
+		"00000000-0000-4000-8000-000000000003", time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, testConfig("ingester"), n.JS, store, 3)
+	if status, seq := request(); status != deletion.StatusPending || seq != 3 {
+		t.Fatalf("the deletion after the kept person's request: %s at %d, want pending at 3", status, seq)
 	}
 }
