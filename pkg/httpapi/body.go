@@ -21,6 +21,10 @@ const (
 	configBody = 512 << 10 // plugin configs
 	// noBody is the limit of routes that take no body.
 	noBody = 64 << 10
+	// smallBody: a body of declared length up to this needs no slot: it
+	// cannot hold more memory than that, and a complete small request
+	// must not wait behind slow large ones.
+	smallBody = 64 << 10
 	// maxDrain is how much of a body nobody read (over its limit, or
 	// refused first) is read and discarded after the answer, so the client
 	// reads the answer instead of a connection reset. Past it the
@@ -52,9 +56,9 @@ var (
 		Detail: "Too many request bodies are being received; try again shortly.", RetryAfter: 1}
 )
 
-// bodySlots caps the request bodies being read at once: slow senders hold
-// a slot until the server's ReadTimeout cuts them, and everyone else
-// waits at most wait for one.
+// bodySlots caps the large request bodies being read at once (memory):
+// slow senders hold a slot until the server's ReadTimeout cuts them, and
+// other large bodies wait at most wait for one, then answer 503.
 type bodySlots struct {
 	slots chan struct{}
 	wait  time.Duration
@@ -94,6 +98,7 @@ type guardedBody struct {
 	limit int64
 	read  int64
 	held  bool
+	small bool  // needs no slot (smallBody)
 	done  bool  // the body ended (EOF)
 	err   error // what stopped reading, returned from then on
 }
@@ -102,7 +107,7 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
-	if !b.held {
+	if !b.held && !b.small {
 		if err := b.slots.acquire(b.ctx); err != nil {
 			return 0, b.fail(err)
 		}
@@ -169,7 +174,8 @@ func (a *API) guardBody(limit int64, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		b := &guardedBody{inner: r.Body, ctx: r.Context(), slots: a.bodies, limit: limit}
+		b := &guardedBody{inner: r.Body, ctx: r.Context(), slots: a.bodies, limit: limit,
+			small: r.ContentLength >= 0 && r.ContentLength <= smallBody}
 		if r.ContentLength > limit {
 			b.err = tooLarge(limit)
 			if r.ContentLength > limit+maxDrain {

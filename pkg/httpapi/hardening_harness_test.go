@@ -32,7 +32,16 @@ type fullAPI struct {
 }
 
 func newFullAPI(t *testing.T, cfg Config, capCfg capture.Config) *fullAPI {
+	return newFullAPIServer(t, cfg, capCfg, nil)
+}
+
+// newFullAPIServer is newFullAPI served by the binaries' http.Server
+// (Settings.Server, with its timeouts) when settings is not nil.
+func newFullAPIServer(t *testing.T, cfg Config, capCfg capture.Config, settings *Settings) *fullAPI {
 	t.Helper()
+	if settings != nil {
+		cfg = settings.Apply(cfg)
+	}
 	e := newEnv(t)
 	ctx := context.Background()
 	logs := &syncBuffer{}
@@ -62,7 +71,11 @@ func newFullAPI(t *testing.T, cfg Config, capCfg capture.Config) *fullAPI {
 		t.Fatal(err)
 	}
 	api.SetCapture(pub)
-	srv := httptest.NewServer(api.Handler())
+	srv := httptest.NewUnstartedServer(api.Handler())
+	if settings != nil {
+		srv.Config = settings.Server("", api.Handler())
+	}
+	srv.Start()
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return &fullAPI{env: e, api: api, srv: srv, log: logs}
@@ -111,3 +124,7 @@ func rawRequests(t *testing.T, addr string, reqs ...*http.Request) []*http.Respo
 	}
 	return out
 }
+
+func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
+
+func httpRequest(method, path string) *http.Request { return httptest.NewRequest(method, path, nil) }
