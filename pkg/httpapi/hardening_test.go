@@ -225,4 +225,3 @@ func TestReadyzFollowsNATS(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
