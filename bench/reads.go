@@ -128,7 +128,7 @@ func startAPI(ctx context.Context, n *natsEnv, store *chstore.Store, cp *control
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: api.Handler(reg), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return &apiServer{srv: srv, base: "http://" + ln.Addr().String(), key: key, project: project, watcher: watcher, cp: cp,
 		hc: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}}}, nil

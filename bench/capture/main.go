@@ -164,7 +164,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: api.Handler(reg), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	url := "http://" + ln.Addr().String() + "/batch/"

@@ -8,9 +8,9 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -38,6 +38,8 @@ func run(args []string) error {
 	common.Bind(fs)
 	addr := fs.String("addr", appconfig.Env("API_ADDR", "127.0.0.1:8000"), "listen address (env API_ADDR)")
 	publicURL := fs.String("public-url", appconfig.Env("API_PUBLIC_URL", ""), "base of absolute URLs in responses; default: from the request (env API_PUBLIC_URL)")
+	var server httpapi.Settings
+	server.Bind(fs)
 	var plugins plugin.Settings
 	plugins.Bind(fs)
 	writeWait := fs.Duration("write-wait", appconfig.EnvDuration("API_WRITE_WAIT", 5*time.Second), "how long a person write waits to be visible before answering 202 (env API_WRITE_WAIT)")
@@ -45,8 +47,11 @@ func run(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := common.Validate(); err != nil {
+	if err := errors.Join(common.Validate(), server.Validate()); err != nil {
 		return err
+	}
+	if *writeWait >= server.WriteTimeout {
+		return fmt.Errorf("write-wait %v must be below write-timeout %v", *writeWait, server.WriteTimeout)
 	}
 	log := common.Logger("api")
 	ctx, stop := appconfig.SignalContext()
@@ -70,13 +75,8 @@ func run(args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	ready := func(ctx context.Context) error {
-		if !nc.IsConnected() {
-			return errors.New("nats disconnected")
-		}
-		return store.Ping(ctx)
-	}
-	api, err := httpapi.New(httpapi.Config{PublicURL: *publicURL}, store, keys, log, reg, ready)
+	ready := appconfig.Readiness(nc, store.Ping)
+	api, err := httpapi.New(server.Apply(httpapi.Config{PublicURL: *publicURL}), store, keys, log, reg, ready)
 	if err != nil {
 		return err
 	}
@@ -104,8 +104,13 @@ func run(args []string) error {
 		return err
 	}
 	api.SetCapture(capturePublisher)
-	srv := &http.Server{Addr: *addr, Handler: api.Handler(reg), ReadHeaderTimeout: 10 * time.Second}
-	log.Info("api listening", "addr", *addr)
+	stopOps, err := appconfig.OpsServer(server.MetricsAddr, reg, ready, log)
+	if err != nil {
+		return err
+	}
+	defer stopOps()
+	srv := server.Server(*addr, api.Handler())
+	log.Info("api listening", "addr", *addr, "metrics", server.MetricsAddr)
 	// Serve returns after in-flight requests finish; the deferred closes
 	// then release the key watchers and connections.
 	if err := appconfig.Serve(ctx, srv, log); err != nil && !errors.Is(err, http.ErrServerClosed) {

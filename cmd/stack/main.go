@@ -63,9 +63,14 @@ func run() error {
 	fs.IntVar(&cfg.chHTTPPort, "clickhouse-http-port", appconfig.EnvInt("STACK_CLICKHOUSE_HTTP_PORT", 18123), "HTTP port of the private ClickHouse (env STACK_CLICKHOUSE_HTTP_PORT)")
 	fs.StringVar(&cfg.database, "clickhouse-database", appconfig.Env("CLICKHOUSE_DATABASE", "personhub"), "ClickHouse database (env CLICKHOUSE_DATABASE)")
 	fs.StringVar(&cfg.common.LogLevel, "log-level", appconfig.Env("LOG_LEVEL", "info"), "log level (env LOG_LEVEL)")
+	var apiServer httpapi.Settings
+	apiServer.Bind(fs)
 	var plugins plugin.Settings
 	plugins.Bind(fs)
 	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	if err := apiServer.Validate(); err != nil {
 		return err
 	}
 	cfg.common.LogFormat = "text"
@@ -148,7 +153,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	api, err := httpapi.New(httpapi.Config{}, store, cp, root.With("component", "api"), reg, store.Ping)
+	ready := appconfig.Readiness(nc, store.Ping)
+	api, err := httpapi.New(apiServer.Apply(httpapi.Config{}), store, cp, root.With("component", "api"), reg, ready)
 	if err != nil {
 		return err
 	}
@@ -179,13 +185,19 @@ func run() error {
 		return err
 	}
 	api.SetCapture(capturePublisher)
+	// /metrics (and health) on the ops address, never on the API's.
+	stopOps, err := appconfig.OpsServer(apiServer.MetricsAddr, reg, ready, log)
+	if err != nil {
+		return err
+	}
+	defer stopOps()
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
 	wg.Add(2)
 	go func() { defer wg.Done(); errc <- ing.Run(ctx) }()
 	go func() {
 		defer wg.Done()
-		err := appconfig.Serve(ctx, &http.Server{Addr: cfg.apiAddr, Handler: api.Handler(reg), ReadHeaderTimeout: 10 * time.Second}, log)
+		err := appconfig.Serve(ctx, apiServer.Server(cfg.apiAddr, api.Handler()), log)
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}

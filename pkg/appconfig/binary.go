@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -81,4 +82,15 @@ func OpsServer(addr string, gatherer prometheus.Gatherer, ready func(context.Con
 			log.Warn("metrics server", "err", err)
 		}
 	}, nil
+}
+
+// Readiness is the ready check of a binary on NATS and ClickHouse: NATS
+// connected (not reconnecting) and ClickHouse answering ping.
+func Readiness(nc *nats.Conn, ping func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if !nc.IsConnected() {
+			return fmt.Errorf("nats %s", nc.Status())
+		}
+		return ping(ctx)
+	}
 }

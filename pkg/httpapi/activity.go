@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/personhub/personhub/pkg/activity"
 )
@@ -33,36 +32,14 @@ type activityPage struct {
 	TotalCount uint64         `json:"total_count"`
 }
 
-// Activity paging: limit (default 10, at most 100) and page (from 1).
-const (
-	activityDefaultLimit = 10
-	activityMaxLimit     = 100
-)
-
-func activityParams(r *http.Request) (limit, page int, err error) {
-	limit, page = activityDefaultLimit, 1
-	q := r.URL.Query()
-	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > activityMaxLimit {
-			return 0, 0, invalid("limit", "limit must be an integer from 1 to "+strconv.Itoa(activityMaxLimit)+".")
-		}
-	}
-	if v := q.Get("page"); v != "" {
-		if page, err = strconv.Atoi(v); err != nil || page < 1 {
-			return 0, 0, invalid("page", "page must be a positive integer.")
-		}
-	}
-	return limit, page, nil
-}
-
 // writeActivity lists entries for q (Limit and Page are read from the
 // request) in the activity envelope.
 func (a *API) writeActivity(w http.ResponseWriter, r *http.Request, log *activity.Log, q activity.Query) error {
-	limit, page, err := activityParams(r)
+	win, err := paginate(r.URL.Query(), activityPaging)
 	if err != nil {
 		return err
 	}
-	q.Limit, q.Page = limit, page
+	q.Limit, q.Page = win.Limit, win.Page
 	entries, total, err := log.List(r.Context(), q)
 	if err != nil {
 		return err
@@ -78,21 +55,7 @@ func (a *API) writeActivity(w http.ResponseWriter, r *http.Request, log *activit
 			CreatedAt: e.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z"),
 		})
 	}
-	link := func(p int) *string {
-		u := a.absolute(r)
-		v := r.URL.Query()
-		v.Set("limit", strconv.Itoa(limit))
-		v.Set("page", strconv.Itoa(p))
-		u.RawQuery = v.Encode()
-		s := u.String()
-		return &s
-	}
-	if uint64(page*limit) < total {
-		out.Next = link(page + 1)
-	}
-	if page > 1 {
-		out.Previous = link(page - 1)
-	}
+	out.Next, out.Previous = a.pageLinks(r, win, total)
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

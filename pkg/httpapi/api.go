@@ -7,14 +7,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/controlplane"
@@ -43,6 +41,21 @@ type Config struct {
 	// PublicURL, when set, is the base of absolute URLs in responses
 	// (next/previous); otherwise the request's Host is used.
 	PublicURL string
+	// BodyConcurrency caps the request bodies read at once (default 64),
+	// so connections trickling bodies cannot hold unbounded memory; a body
+	// waits up to BodyWait (default 10s) for a slot, then answers 503.
+	BodyConcurrency int
+	BodyWait        time.Duration
+	// StreamWriteTimeout bounds each write of a streaming answer (CSV
+	// exports), which as a whole may take longer than the server's
+	// WriteTimeout; default 60s.
+	StreamWriteTimeout time.Duration
+	// RequestTimeout, when set, is the deadline of a request's backend
+	// calls (not of streaming routes): set below the server's WriteTimeout
+	// so a slow backend answers 503 before the connection is cut.
+	RequestTimeout time.Duration
+	// RateLimit is each personal API key's budget; zero: unlimited.
+	RateLimit RateLimit
 }
 
 // API holds the handlers' dependencies.
@@ -57,11 +70,25 @@ type API struct {
 	plugins   *plugin.Service // nil: plugin routes are not served (SetPlugins)
 	writes    *PersonWrites
 	capture   Capture // nil: capture routes are not served (SetCapture, capture.go)
+	bodies    *bodySlots
+	limiter   *keyLimiter // nil: no rate limit
+	stream    time.Duration
+	deadline  time.Duration // RequestTimeout
 }
 
 // New builds the API. ready reports whether backing services answer.
 func New(cfg Config, store Persons, keys ControlPlane, logger *slog.Logger, reg prometheus.Registerer, ready func(ctx context.Context) error) (*API, error) {
-	a := &API{store: store, keys: keys, log: logger, ready: ready}
+	if cfg.BodyConcurrency <= 0 {
+		cfg.BodyConcurrency = 64
+	}
+	if cfg.BodyWait <= 0 {
+		cfg.BodyWait = 10 * time.Second
+	}
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = 60 * time.Second
+	}
+	a := &API{store: store, keys: keys, log: logger, ready: ready, stream: cfg.StreamWriteTimeout, deadline: cfg.RequestTimeout,
+		bodies: newBodySlots(cfg.BodyConcurrency, cfg.BodyWait), limiter: newKeyLimiter(cfg.RateLimit)}
 	if cfg.PublicURL != "" {
 		u, err := url.Parse(cfg.PublicURL)
 		if err != nil || u.Scheme == "" || u.Host == "" {
@@ -75,38 +102,49 @@ func New(cfg Config, store Persons, keys ControlPlane, logger *slog.Logger, reg 
 	return a, nil
 }
 
-// Handler returns the route table: every route of the API, on one screen.
-func (a *API) Handler(gatherer prometheus.Gatherer) http.Handler {
-	r := mux.NewRouter()
-	r.NotFoundHandler = a.wrap(func(http.ResponseWriter, *http.Request) error { return errNotFound })
-	r.MethodNotAllowedHandler = a.wrap(func(http.ResponseWriter, *http.Request) error { return errMethod })
+// route is one entry of the route table: data, so that tests can walk
+// every route (the auth matrix).
+type route struct {
+	Methods []string
+	Path    string
+	// Scopes the personal API key must hold. Public routes (capture,
+	// health) take none and never look at a personal key.
+	Scopes []string
+	Public bool
+	// Body is the request body limit of the route's family (body.go).
+	Body int64
+	// Stream marks answers that may be long (CSV exports): each write gets
+	// its own deadline instead of the server's one for the whole answer.
+	Stream bool
+	// CORS: browsers on any origin may call it (capture).
+	CORS    bool
+	handler handlerFunc
+}
 
-	route := func(method, path string, scopes []string, h handlerFunc) {
-		handler := a.wrap(h)
-		if strings.Contains(path, "/persons/") {
-			handler = a.csvFormat(handler)
-		}
-		r.Handle(path, a.instrument(path, a.authenticate(scopes, handler))).Methods(method)
+// routes is the route table: every route of the API, on one screen.
+// Collection routes come before {id}, which would match their names.
+func (a *API) routes() []route {
+	var rs []route
+	add := func(method, path string, scopes []string, body int64, h handlerFunc) *route {
+		rs = append(rs, route{Methods: []string{method}, Path: path, Scopes: scopes, Body: body, handler: h})
+		return &rs[len(rs)-1]
 	}
-	read := []string{"person:read"}
-	route("GET", "/api/projects/", []string{"project:read"}, a.listProjects)
-	route("GET", "/api/projects/{project_id}/", []string{"project:read"}, a.getProject)
-	route("GET", "/api/projects/{project_id}/persons/", read, a.listPersons)
-	// Collection routes come before {id}, which would match their names.
+	read, write, activityRead := []string{"person:read"}, []string{"person:write"}, []string{"activity_log:read"}
+	add("GET", "/api/projects/", []string{"project:read"}, 0, a.listProjects)
+	add("GET", "/api/projects/{project_id}/", []string{"project:read"}, 0, a.getProject)
+	add("GET", "/api/projects/{project_id}/persons/", read, 0, a.listPersons).Stream = true
 	if a.writes != nil {
-		route("GET", "/api/projects/{project_id}/persons/activity/", []string{"activity_log:read"}, a.personActivity)
+		add("GET", "/api/projects/{project_id}/persons/activity/", activityRead, 0, a.personActivity)
 	}
-	route("GET", "/api/projects/{project_id}/persons/{id}/", read, a.getPerson)
-	route("GET", "/api/projects/{project_id}/persons/{id}/properties_timeline/", read, a.propertiesTimeline)
+	add("GET", "/api/projects/{project_id}/persons/{id}/", read, 0, a.getPerson)
+	add("GET", "/api/projects/{project_id}/persons/{id}/properties_timeline/", read, 0, a.propertiesTimeline)
 	if a.writes != nil {
-		write := []string{"person:write"}
-		activity := []string{"activity_log:read"}
-		route("PATCH", "/api/projects/{project_id}/persons/{id}/", write, a.updatePerson)
-		route("DELETE", "/api/projects/{project_id}/persons/{id}/", write, a.deletePerson)
-		route("POST", "/api/projects/{project_id}/persons/{id}/update_property/", write, a.updateProperty)
-		route("POST", "/api/projects/{project_id}/persons/{id}/delete_property/", write, a.deleteProperty)
-		route("POST", "/api/projects/{project_id}/persons/{id}/split/", write, a.splitPersonHandler)
-		route("GET", "/api/projects/{project_id}/persons/{id}/activity/", activity, a.personActivity)
+		add("PATCH", "/api/projects/{project_id}/persons/{id}/", write, personBody, a.updatePerson)
+		add("DELETE", "/api/projects/{project_id}/persons/{id}/", write, personBody, a.deletePerson)
+		add("POST", "/api/projects/{project_id}/persons/{id}/update_property/", write, personBody, a.updateProperty)
+		add("POST", "/api/projects/{project_id}/persons/{id}/delete_property/", write, personBody, a.deleteProperty)
+		add("POST", "/api/projects/{project_id}/persons/{id}/split/", write, personBody, a.splitPersonHandler)
+		add("GET", "/api/projects/{project_id}/persons/{id}/activity/", activityRead, 0, a.personActivity)
 	}
 
 	if a.plugins != nil {
@@ -114,36 +152,39 @@ func (a *API) Handler(gatherer prometheus.Gatherer) http.Handler {
 		// (plugin_configs.go); named routes come before {id}.
 		pr, pw := []string{"plugin:read"}, []string{"plugin:write"}
 		pt := "/api/organizations/{organization_id}/pipeline_transformations/"
-		route("GET", pt, pr, a.listPlugins)
-		route("POST", pt, pw, a.createPlugin)
-		route("GET", pt+"repository/", pr, a.pluginRepository)
-		route("GET", pt+"unused/", pr, a.unusedPlugins)
-		route("GET", pt+"exports_unsubscribe_configs/", pr, a.exportsUnsubscribeConfigs)
-		route("GET", pt+"activity/", pr, a.pluginActivity)
-		route("GET", pt+"{id}/", pr, a.getPlugin)
-		route("PATCH", pt+"{id}/", pw, a.patchPlugin)
-		route("DELETE", pt+"{id}/", pw, a.deletePlugin)
-		route("GET", pt+"{id}/check_for_updates/", pr, a.checkPluginUpdates)
-		route("GET", pt+"{id}/source/", pr, a.pluginSource)
-		route("PATCH", pt+"{id}/update_source/", pw, a.updatePluginSource)
-		route("POST", pt+"{id}/upgrade/", pw, a.upgradePlugin)
+		add("GET", pt, pr, 0, a.listPlugins)
+		add("POST", pt, pw, pluginBody, a.createPlugin)
+		add("GET", pt+"repository/", pr, 0, a.pluginRepository)
+		add("GET", pt+"unused/", pr, 0, a.unusedPlugins)
+		add("GET", pt+"exports_unsubscribe_configs/", pr, 0, a.exportsUnsubscribeConfigs)
+		add("GET", pt+"activity/", pr, 0, a.pluginActivity)
+		add("GET", pt+"{id}/", pr, 0, a.getPlugin)
+		add("PATCH", pt+"{id}/", pw, pluginBody, a.patchPlugin)
+		add("DELETE", pt+"{id}/", pw, pluginBody, a.deletePlugin)
+		add("GET", pt+"{id}/check_for_updates/", pr, 0, a.checkPluginUpdates)
+		add("GET", pt+"{id}/source/", pr, 0, a.pluginSource)
+		add("PATCH", pt+"{id}/update_source/", pw, sourceBody, a.updatePluginSource)
+		add("POST", pt+"{id}/upgrade/", pw, pluginBody, a.upgradePlugin)
 		pc := "/api/projects/{project_id}/plugin_configs/"
-		route("GET", pc, pr, a.listPluginConfigs)
-		route("POST", pc, pw, a.createPluginConfig)
-		route("GET", pc+"{id}/", pr, a.getPluginConfig)
-		route("PATCH", pc+"{id}/", pw, a.patchPluginConfig)
-		route("DELETE", pc+"{id}/", pw, a.deletePluginConfig)
+		add("GET", pc, pr, 0, a.listPluginConfigs)
+		add("POST", pc, pw, configBody, a.createPluginConfig)
+		add("GET", pc+"{id}/", pr, 0, a.getPluginConfig)
+		add("PATCH", pc+"{id}/", pw, configBody, a.patchPluginConfig)
+		add("DELETE", pc+"{id}/", pw, configBody, a.deletePluginConfig)
 	}
 
 	if a.capture != nil {
 		// Capture for the client libraries (capture.go, docs/capture.md):
 		// the project token in the request authenticates, never a personal
 		// key; CORS for browsers; each path also without its final slash.
+		limit := a.capture.MaxRequestBytes() + 1 // capture.Decode answers the limit itself
 		public := func(path string, h handlerFunc) {
-			handler := a.instrument(path, captureCORS(a.wrap(h)))
-			r.Handle(path, handler).Methods("GET", "POST", "OPTIONS")
+			paths := []string{path}
 			if short := strings.TrimSuffix(path, "/"); short != path {
-				r.Handle(short, handler).Methods("GET", "POST", "OPTIONS")
+				paths = append(paths, short)
+			}
+			for _, p := range paths {
+				rs = append(rs, route{Methods: []string{"GET", "POST", "OPTIONS"}, Path: p, Public: true, CORS: true, Body: limit, handler: h})
 			}
 		}
 		for _, path := range []string{"/capture/", "/batch/", "/e/", "/i/v0/e/", "/track/"} {
@@ -156,38 +197,63 @@ func (a *API) Handler(gatherer prometheus.Gatherer) http.Handler {
 		public("/array/{token}/config.js", a.remoteConfigJS)
 	}
 
-	r.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
-	r.Handle("/readyz", a.wrap(func(w http.ResponseWriter, r *http.Request) error {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := a.ready(ctx); err != nil {
-			a.log.Warn("not ready", "err", err)
-			return errUnavailable
-		}
-		writeJSON(w, 200, map[string]string{"status": "ready"})
-		return nil
-	}))
+	// Health for load balancers; /metrics is on the ops address only
+	// (appconfig.OpsServer), never on the public port.
+	rs = append(rs,
+		route{Methods: []string{"GET"}, Path: "/healthz", Public: true, handler: healthz},
+		route{Methods: []string{"GET"}, Path: "/readyz", Public: true, handler: a.readyz})
+	return rs
+}
+
+// Handler serves the route table.
+func (a *API) Handler() http.Handler {
+	r := mux.NewRouter()
+	r.NotFoundHandler = a.chain(route{Path: "not_found", Public: true, handler: func(http.ResponseWriter, *http.Request) error { return errNotFound }})
+	r.MethodNotAllowedHandler = a.chain(route{Path: "method_not_allowed", Public: true, handler: func(http.ResponseWriter, *http.Request) error { return errMethod }})
+	for _, rt := range a.routes() {
+		r.Handle(rt.Path, a.chain(rt)).Methods(rt.Methods...)
+	}
 	return r
 }
 
-// statusWriter records the status code for metrics.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
+// chain wraps a route's handler in the middleware every route goes
+// through, outermost first: metrics and panic recovery, CORS, the body
+// guard, authentication with scopes and the key's rate limit, CSV
+// formatting of persons routes, per-write deadlines of streaming routes
+// or the request deadline of the others.
+func (a *API) chain(rt route) http.Handler {
+	h := a.wrap(rt.handler)
+	if strings.Contains(rt.Path, "/persons/") {
+		h = a.csvFormat(h)
+	}
+	if rt.Stream {
+		h = a.streaming(h)
+	} else if a.deadline > 0 {
+		h = withDeadline(a.deadline, h)
+	}
+	if !rt.Public {
+		h = a.authenticate(rt.Scopes, h)
+	}
+	h = a.guardBody(rt.Body, h)
+	if rt.CORS {
+		h = captureCORS(h)
+	}
+	return a.observe(rt.Path, h)
 }
 
-func (s *statusWriter) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
+func healthz(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
 }
 
-func (a *API) instrument(route string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: 200}
-		next.ServeHTTP(sw, r)
-		a.requests.WithLabelValues(route, r.Method, strconv.Itoa(sw.status)).Inc()
-		a.latency.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
-	})
+// readyz answers 503 while a backing service (ClickHouse, NATS) does not.
+func (a *API) readyz(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := a.ready(ctx); err != nil {
+		a.log.Warn("not ready", "err", err)
+		return errUnavailable
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
 }

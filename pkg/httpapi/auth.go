@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/personhub/personhub/pkg/controlplane"
 )
@@ -18,8 +19,8 @@ func keyFrom(ctx context.Context) controlplane.Key {
 	return k
 }
 
-// authenticate checks the personal API key and the route's scopes, in that
-// order, before the handler runs.
+// authenticate checks the personal API key, the route's scopes and the
+// key's rate limit, in that order, before the handler runs.
 func (a *API) authenticate(scopes []string, next http.Handler) http.Handler {
 	return a.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		header := r.Header.Get("Authorization")
@@ -38,6 +39,9 @@ func (a *API) authenticate(scopes []string, next http.Handler) http.Handler {
 			if !controlplane.ScopeAllows(key.Scopes, s) {
 				return missingScope(s)
 			}
+		}
+		if err := a.limiter.allow(key.ID, time.Now()); err != nil {
+			return err
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyCtx, key)))
 		return nil

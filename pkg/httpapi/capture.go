@@ -49,7 +49,7 @@ func (a *API) captureWith(w http.ResponseWriter, r *http.Request, defaultEvent s
 	now := time.Now()
 	b, err := capture.Decode(captureRequest(r, defaultEvent), a.capture.MaxRequestBytes())
 	if err != nil {
-		return a.captureError(err)
+		return a.captureError(bodyError(r, err))
 	}
 	if _, err := a.capture.Capture(r.Context(), b, now); err != nil {
 		return a.captureError(err)
@@ -74,7 +74,7 @@ func (a *API) flags(w http.ResponseWriter, r *http.Request) error {
 	if token == "" {
 		b, err := capture.Decode(captureRequest(r, ""), a.capture.MaxRequestBytes())
 		if err != nil {
-			return a.captureError(err)
+			return a.captureError(bodyError(r, err))
 		}
 		token = b.Token
 	}
@@ -152,6 +152,9 @@ func (a *API) captureError(err error) error {
 	case capture.Malformed:
 		return &Error{Status: http.StatusBadRequest, Type: "validation_error", Code: "invalid_payload", Detail: e.Error(), Attr: attr(field)}
 	case capture.TooLarge:
+		if field == "" {
+			field = "body" // as the API's other 413s (tooLarge)
+		}
 		return &Error{Status: http.StatusRequestEntityTooLarge, Type: "validation_error", Code: "payload_too_large", Detail: e.Error(), Attr: attr(field)}
 	case capture.Unauthorized:
 		return &Error{Status: http.StatusUnauthorized, Type: "authentication_error", Code: "invalid_api_key",

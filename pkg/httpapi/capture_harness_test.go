@@ -44,7 +44,7 @@ func newCaptureEnv(t *testing.T, cfg capture.Config) *captureEnv {
 	}
 	api.SetCapture(pub)
 	seen := &requestLog{}
-	srv := httptest.NewServer(seen.wrap(api.Handler(reg)))
+	srv := httptest.NewServer(seen.wrap(api.Handler()))
 	t.Cleanup(srv.Close)
 	return &captureEnv{env: e, captureURL: srv.URL, seen: seen}
 }

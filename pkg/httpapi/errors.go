@@ -1,10 +1,15 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/plugin"
@@ -18,6 +23,9 @@ type Error struct {
 	Code   string  `json:"code"`
 	Detail string  `json:"detail"`
 	Attr   *string `json:"attr"`
+	// RetryAfter is the Retry-After header in seconds; 503 and 429 always
+	// carry one (defaultRetryAfter when zero).
+	RetryAfter int `json:"-"`
 }
 
 func (e *Error) Error() string { return e.Detail }
@@ -44,7 +52,27 @@ var (
 	errNotFound         = &Error{Status: http.StatusNotFound, Type: "invalid_request", Code: "not_found", Detail: "Not found."}
 	errMethod           = &Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request", Code: "method_not_allowed", Detail: "Method not allowed."}
 	errUnavailable      = &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable", Detail: "A backing service is unavailable; try again shortly."}
+	errInternal         = &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "error", Detail: "A server error occurred."}
+	// errClientGone answers a request whose client went away before the
+	// answer (nginx's 499): nobody reads it, but it is neither a 500 nor
+	// logged as one.
+	errClientGone = &Error{Status: 499, Type: "invalid_request", Code: "client_closed_request", Detail: "The client closed the request."}
 )
+
+// defaultRetryAfter is the Retry-After of a 503 that does not name one:
+// long enough for a restarting backend, short enough not to idle clients.
+const defaultRetryAfter = 5
+
+// backendUnavailable lists the errors that mean a backing service cannot
+// answer now (ClickHouse as classified by chstore; NATS and JetStream
+// unreachable, reconnecting or not answering in time), answered 503.
+var backendUnavailable = []error{
+	chstore.ErrUnavailable,
+	nats.ErrNoResponders, nats.ErrTimeout, nats.ErrConnectionClosed, nats.ErrConnectionReconnecting,
+	nats.ErrDisconnected, nats.ErrNoServers, nats.ErrNoStreamResponse,
+	jetstream.ErrNoStreamResponse, jetstream.ErrJetStreamNotEnabled, jetstream.ErrServerShutdown,
+	context.DeadlineExceeded,
+}
 
 func missingScope(scope string) *Error {
 	return &Error{Status: http.StatusForbidden, Type: "authentication_error", Code: "permission_denied",
@@ -52,14 +80,19 @@ func missingScope(scope string) *Error {
 }
 
 // toAPIError maps domain errors to API errors; anything unknown is a 500
-// and is logged.
-func toAPIError(err error) (*Error, bool) {
+// and is logged. ctx is the request's: a cancelled one means the client
+// went away, whatever error that caused below.
+func toAPIError(ctx context.Context, err error) (*Error, bool) {
 	var apiErr *Error
 	var filterErr *propfilter.Error
 	var pluginErr *plugin.Error
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr, false
+	case errors.Is(ctx.Err(), context.Canceled):
+		return errClientGone, false
+	case isUnavailable(err):
+		return errUnavailable, true
 	case errors.As(err, &filterErr):
 		return invalid("properties", "Properties are unparsable! "+filterErr.Detail), false
 	case errors.Is(err, chstore.ErrNotFound):
@@ -69,7 +102,16 @@ func toAPIError(err error) (*Error, bool) {
 			return e, internal
 		}
 	}
-	return &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "error", Detail: "A server error occurred."}, true
+	return errInternal, true
+}
+
+func isUnavailable(err error) bool {
+	for _, target := range backendUnavailable {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 // handlerFunc is a handler that returns its error instead of writing it.
@@ -83,12 +125,29 @@ func (a *API) wrap(h handlerFunc) http.Handler {
 		if err == nil {
 			return
 		}
-		apiErr, internal := toAPIError(err)
-		if internal {
-			a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		}
-		writeJSON(w, apiErr.Status, apiErr)
+		a.writeError(w, r, err)
 	})
+}
+
+// writeError maps err and writes it: the one place error responses are
+// written. 5xx causes are logged once (503s at warn: an outage is not a
+// bug).
+func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	apiErr, internal := toAPIError(r.Context(), err)
+	switch {
+	case internal && apiErr.Status == http.StatusServiceUnavailable:
+		a.log.Warn("backend unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+	case internal:
+		a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if apiErr.Status == http.StatusServiceUnavailable || apiErr.Status == http.StatusTooManyRequests {
+		after := apiErr.RetryAfter
+		if after <= 0 {
+			after = defaultRetryAfter
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(after))
+	}
+	writeJSON(w, apiErr.Status, apiErr)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -93,7 +93,7 @@ func newEnvWait(t *testing.T, wait time.Duration) *env {
 	}
 	t.Cleanup(watcher.Stop)
 	api.SetPersonWrites(PersonWrites{JS: n.JS, Progress: watcher, Activity: activity.New(store.Conn()), Wait: e.writeWait})
-	srv := httptest.NewServer(api.Handler(reg))
+	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return e

@@ -19,16 +19,22 @@ func FuzzRequestInputs(f *testing.F) {
 		if err != nil {
 			return
 		}
-		limit, offset, _, err := page(q)
-		if err == nil && (limit < 1 || limit > MaxLimit || offset < 0) {
-			t.Fatalf("page(%q) = %d, %d", query, limit, offset)
+		for _, p := range []paging{offsetPaging, activityPaging} {
+			w, err := paginate(q, p)
+			if err == nil && (w.Limit < 1 || w.Limit > p.maxLimit || w.Offset < 0 || w.Offset > MaxOffset || w.Page < 1) {
+				t.Fatalf("paginate(%q) = %+v", query, w)
+			}
+			if start, end := w.bounds(50); err == nil && (start < 0 || end < start || end > 50) {
+				t.Fatalf("bounds of %+v: %d..%d", w, start, end)
+			}
 		}
 		_, _ = parseBool("delete_events", q.Get("delete_events"))
 		if d, ok := parseDate(q.Get("date_from"), time.Now()); ok && d.IsZero() {
 			t.Fatalf("zero date from %q", q.Get("date_from"))
 		}
 		r := httptest.NewRequest("POST", "/x?"+q.Encode(), strings.NewReader(body))
-		if m, err := decodeBody(r); err == nil && m == nil {
+		r.Body = &guardedBody{inner: r.Body, ctx: r.Context(), slots: newBodySlots(1, time.Second), limit: personBody}
+		if m, err := readObject(r); err == nil && m == nil {
 			t.Fatal("nil body map without error")
 		}
 		_, _ = wantsCSV(r)

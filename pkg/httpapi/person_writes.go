@@ -1,12 +1,10 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -41,30 +39,6 @@ func (a *API) SetPersonWrites(w PersonWrites) {
 		w.Wait = 5 * time.Second
 	}
 	a.writes = &w
-}
-
-// maxBody bounds write request bodies.
-const maxBody = 1 << 20
-
-// decodeBody reads an optional JSON object body (numbers kept exact).
-func decodeBody(r *http.Request) (map[string]any, error) {
-	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		return nil, invalid("", "Could not read the request body.")
-	}
-	if len(raw) > maxBody {
-		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Type: "validation_error", Code: "too_large", Detail: "Request body is larger than 1 MiB."}
-	}
-	body := map[string]any{}
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return body, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&body); err != nil || dec.More() {
-		return nil, invalid("", "The body must be a JSON object.")
-	}
-	return body, nil
 }
 
 // change is one event the API publishes for a person write.
@@ -172,7 +146,7 @@ func (a *API) targetWithBody(r *http.Request) (uint64, chstore.PersonRecord, map
 	if err != nil {
 		return 0, p, nil, err
 	}
-	body, err := decodeBody(r)
+	body, err := readObject(r)
 	return projectID, p, body, err
 }
 

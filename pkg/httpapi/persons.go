@@ -37,7 +37,7 @@ func (a *API) listPersons(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, offset, hasLimit, err := page(q)
+	win, err := paginate(q, offsetPaging)
 	if err != nil {
 		return err
 	}
@@ -47,10 +47,10 @@ func (a *API) listPersons(w http.ResponseWriter, r *http.Request) error {
 	}
 	query := chstore.ListQuery{
 		ProjectID: proj.ID, DistinctID: q.Get("distinct_id"), Email: q.Get("email"),
-		Search: q.Get("search"), Properties: filter, Limit: limit, Offset: offset,
+		Search: q.Get("search"), Properties: filter, Limit: win.Limit, Offset: win.Offset,
 	}
 	if csv {
-		if !hasLimit {
+		if !win.HasLimit {
 			// An export without a limit streams every match.
 			query.Limit = 0
 		}
@@ -64,7 +64,7 @@ func (a *API) listPersons(w http.ResponseWriter, r *http.Request) error {
 	for i, p := range list {
 		results[i] = personJSON(p)
 	}
-	next, prev := a.pageLinks(r, limit, offset, total)
+	next, prev := a.pageLinks(r, win, total)
 	writeJSON(w, http.StatusOK, envelope{Count: total, Next: next, Previous: prev, Results: results})
 	return nil
 }

@@ -60,7 +60,7 @@ func (a *API) listPluginConfigs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, offset, _, err := page(r.URL.Query())
+	win, err := paginate(r.URL.Query(), offsetPaging)
 	if err != nil {
 		return err
 	}
@@ -68,13 +68,7 @@ func (a *API) listPluginConfigs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	start, end := min(offset, len(all)), min(offset+limit, len(all))
-	results := make([]pluginConfigJSON, 0, end-start)
-	for _, c := range all[start:end] {
-		results = append(results, toPluginConfigJSON(c))
-	}
-	next, prev := a.pageLinks(r, limit, offset, uint64(len(all)))
-	writeJSON(w, http.StatusOK, envelope{Count: uint64(len(all)), Next: next, Previous: prev, Results: results})
+	writePage(a, w, r, win, all, toPluginConfigJSON)
 	return nil
 }
 
@@ -84,7 +78,7 @@ func (a *API) createPluginConfig(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r, maxConfigBody)
+	body, err := readJSON(r)
 	if err != nil {
 		return err
 	}
@@ -128,7 +122,7 @@ func (a *API) patchPluginConfig(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r, maxConfigBody)
+	body, err := readJSON(r)
 	if err != nil {
 		return err
 	}

@@ -3,11 +3,8 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"sort"
-	"strconv"
 
 	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/plugin"
@@ -17,15 +14,6 @@ import (
 // SetPlugins enables the plugin routes (pipeline transformations and
 // plugin configs), served by s. Call it before Handler.
 func (a *API) SetPlugins(s *plugin.Service) { a.plugins = s }
-
-// Request body limits of the plugin routes. update_source allows for JSON
-// escaping of MaxSourceFiles files; each file is checked against
-// plugin.MaxSourceFileBytes once decoded.
-const (
-	maxPluginBody = 1 << 20
-	maxSourceBody = 8 << 20
-	maxConfigBody = 512 << 10
-)
 
 // pluginJSON is a plugin as the API shows it.
 type pluginJSON struct {
@@ -97,16 +85,6 @@ func pluginTarget(r *http.Request) (plugin.Actor, uint64, error) {
 	return actor, id, nil
 }
 
-// readBody reads a request body of at most limit bytes.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return nil, invalid("", "The request body is larger than "+strconv.FormatInt(limit>>10, 10)+" KiB.")
-	}
-	return body, err
-}
-
 // listPlugins serves GET pipeline_transformations/: the visible
 // transformations by id, paginated.
 func (a *API) listPlugins(w http.ResponseWriter, r *http.Request) error {
@@ -114,7 +92,7 @@ func (a *API) listPlugins(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, offset, _, err := page(r.URL.Query())
+	win, err := paginate(r.URL.Query(), offsetPaging)
 	if err != nil {
 		return err
 	}
@@ -122,13 +100,7 @@ func (a *API) listPlugins(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	start, end := min(offset, len(all)), min(offset+limit, len(all))
-	results := make([]pluginJSON, 0, end-start)
-	for _, p := range all[start:end] {
-		results = append(results, a.toPluginJSON(r.Context(), p))
-	}
-	next, prev := a.pageLinks(r, limit, offset, uint64(len(all)))
-	writeJSON(w, http.StatusOK, envelope{Count: uint64(len(all)), Next: next, Previous: prev, Results: results})
+	writePage(a, w, r, win, all, func(p plugin.Plugin) pluginJSON { return a.toPluginJSON(r.Context(), p) })
 	return nil
 }
 
@@ -138,7 +110,7 @@ func (a *API) createPlugin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r, maxPluginBody)
+	body, err := readJSON(r)
 	if err != nil {
 		return err
 	}
@@ -174,7 +146,7 @@ func (a *API) patchPlugin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r, maxPluginBody)
+	body, err := readJSON(r)
 	if err != nil {
 		return err
 	}
@@ -263,7 +235,7 @@ func (a *API) updatePluginSource(w http.ResponseWriter, r *http.Request) error {
 	if inc := r.URL.Query().Get("include"); inc != "" && inc != "status" {
 		return invalid("include", "include must be status.")
 	}
-	body, err := readBody(w, r, maxSourceBody)
+	body, err := readJSON(r)
 	if err != nil {
 		return err
 	}

@@ -103,7 +103,7 @@ func newPluginEnv(t *testing.T) *pluginEnv {
 		t.Fatal(err)
 	}
 	api.SetPlugins(e.svc)
-	srv := httptest.NewServer(api.Handler(reg))
+	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return e

@@ -72,7 +72,7 @@ func TestPluginSource(t *testing.T) {
 		r := e.call("PATCH", e.keyA, e.pt(e.orgA, id+"update_source/"), body)
 		e.wantErr(r, 400, "", attr)
 	}
-	e.wantErr(e.call("PATCH", e.keyA, e.pt(e.orgA, id+"update_source/"), `{"x.ts":"`+strings.Repeat("x", 8<<20)+`"}`), 400, "larger than 8192 KiB", "")
+	e.wantErr(e.call("PATCH", e.keyA, e.pt(e.orgA, id+"update_source/"), `{"x.ts":"`+strings.Repeat("x", 8<<20)+`"}`), 413, "larger than 8 MiB", "body")
 	e.wantErr(e.call("GET", e.keyA, e.pt(e.orgA, id+"source/?include=everything"), ""), 400, "include", "include")
 	var many []string
 	for i := range 33 {

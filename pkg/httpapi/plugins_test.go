@@ -111,7 +111,7 @@ func TestPluginInstallFromArchives(t *testing.T) {
 	e.wantErr(e.call("POST", e.keyA, e.pt(e.orgA, ""), `{"plugin_type":"wasm"}`), 400, "not a valid choice", "plugin_type")
 	e.wantErr(e.call("POST", e.keyA, e.pt(e.orgA, ""), `{}`), 400, "required", "plugin_type")
 	e.wantErr(e.call("POST", e.keyA, e.pt(e.orgA, ""), `{"plugin_type":"source"}`), 400, "required", "name")
-	e.wantErr(e.call("POST", e.keyA, e.pt(e.orgA, ""), `not json`), 400, "JSON object", "")
+	e.wantErr(e.call("POST", e.keyA, e.pt(e.orgA, ""), `not json`), 400, "JSON value", "body")
 	// An archive larger than 20 MiB is refused before it is read whole.
 	e.mirrorFile("github/acme/huge/v1.tar.gz", strings.Repeat("x", 20<<20+1))
 	e.wantErr(e.call("POST", e.keyA, e.pt(e.orgA, ""), `{"url":"https://github.com/acme/huge/tree/v1"}`), 400, "larger than 20 MiB", "url")
@@ -278,7 +278,7 @@ func TestPluginPatch(t *testing.T) {
 	} {
 		e.wantErr(e.call("PATCH", e.keyA, e.pt(e.orgA, id), body), 400, "", attr)
 	}
-	e.wantErr(e.call("PATCH", e.keyA, e.pt(e.orgA, id), `{"icon":"`+strings.Repeat("i", 2<<20)+`"}`), 400, "larger than 1024 KiB", "")
+	e.wantErr(e.call("PATCH", e.keyA, e.pt(e.orgA, id), `{"icon":"`+strings.Repeat("i", 2<<20)+`"}`), 413, "larger than 1 MiB", "body")
 }
 
 func TestPluginDelete(t *testing.T) {

@@ -24,7 +24,7 @@ func toProjectJSON(p controlplane.Project) projectJSON {
 // listProjects serves GET /api/projects/: the projects of the key's
 // organization.
 func (a *API) listProjects(w http.ResponseWriter, r *http.Request) error {
-	limit, offset, _, err := page(r.URL.Query())
+	win, err := paginate(r.URL.Query(), offsetPaging)
 	if err != nil {
 		return err
 	}
@@ -32,14 +32,7 @@ func (a *API) listProjects(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	total := uint64(len(all))
-	start, end := min(offset, len(all)), min(offset+limit, len(all))
-	results := make([]projectJSON, 0, end-start)
-	for _, p := range all[start:end] {
-		results = append(results, toProjectJSON(p))
-	}
-	next, prev := a.pageLinks(r, limit, offset, total)
-	writeJSON(w, http.StatusOK, envelope{Count: total, Next: next, Previous: prev, Results: results})
+	writePage(a, w, r, win, all, toProjectJSON)
 	return nil
 }
 

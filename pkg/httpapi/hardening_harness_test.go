@@ -1,0 +1,130 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/personhub/personhub/pkg/activity"
+	"github.com/personhub/personhub/pkg/capture"
+	"github.com/personhub/personhub/pkg/ingest"
+	"github.com/personhub/personhub/pkg/plugin"
+	"github.com/personhub/personhub/pkg/plugin/repository"
+	"github.com/personhub/personhub/pkg/progress"
+)
+
+// fullAPI is an API with every route family (person writes, plugins,
+// capture) over env's ClickHouse and JetStream, built with cfg.
+type fullAPI struct {
+	*env
+	api *API
+	srv *httptest.Server
+	log *syncBuffer
+}
+
+func newFullAPI(t *testing.T, cfg Config, capCfg capture.Config) *fullAPI {
+	return newFullAPIServer(t, cfg, capCfg, nil)
+}
+
+// newFullAPIServer is newFullAPI served by the binaries' http.Server
+// (Settings.Server, with its timeouts) when settings is not nil.
+func newFullAPIServer(t *testing.T, cfg Config, capCfg capture.Config, settings *Settings) *fullAPI {
+	t.Helper()
+	if settings != nil {
+		cfg = settings.Apply(cfg)
+	}
+	e := newEnv(t)
+	ctx := context.Background()
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	reg := prometheus.NewRegistry()
+	api, err := New(cfg, e.store, e.cp, log, reg, e.store.Ping)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := progress.Open(ctx, e.nats.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watcher, err := progress.Watch(ctx, kv, ingest.DefaultConfig().Consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(watcher.Stop)
+	api.SetPersonWrites(PersonWrites{JS: e.nats.JS, Progress: watcher, Activity: activity.New(e.store.Conn()), Wait: e.writeWait})
+	svc, err := plugin.Open(ctx, e.nats.JS, plugin.Options{Source: repository.Builtin(), Activity: activity.New(e.store.Conn())}, e.cp, log, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.SetPlugins(svc)
+	pub, err := capture.NewPublisher(capCfg, e.nats.JS, e.cp, log, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.SetCapture(pub)
+	srv := httptest.NewUnstartedServer(api.Handler())
+	if settings != nil {
+		srv.Config = settings.Server("", api.Handler())
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	e.url = srv.URL
+	return &fullAPI{env: e, api: api, srv: srv, log: logs}
+}
+
+// syncBuffer is a log sink tests read while handlers write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// rawRequests sends requests one after another on one TCP connection
+// and returns the responses: a dropped connection fails the test.
+func rawRequests(t *testing.T, addr string, reqs ...*http.Request) []*http.Response {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rd := bufio.NewReader(conn)
+	var out []*http.Response
+	for i, req := range reqs {
+		if err := req.Write(conn); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		res, err := http.ReadResponse(rd, req)
+		if err != nil {
+			t.Fatalf("response %d: %v (connection dropped?)", i, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body = io.NopCloser(strings.NewReader(string(body)))
+		out = append(out, res)
+	}
+	return out
+}
+
+func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
+
+func httpRequest(method, path string) *http.Request { return httptest.NewRequest(method, path, nil) }
