@@ -22,7 +22,6 @@ var ErrUnavailable = errors.New("clickhouse is unavailable")
 // statement may succeed later. Codes are stable across 18.16 and 24.x.
 var overloadCodes = map[int32]bool{
 	159: true, // TIMEOUT_EXCEEDED
-	160: true, // TOO_SLOW
 	201: true, // QUOTA_EXCEEDED (QUOTA_EXPIRED on 18.16)
 	202: true, // TOO_MANY_SIMULTANEOUS_QUERIES
 	203: true, // NO_FREE_CONNECTION
