@@ -61,7 +61,9 @@ func TestUnavailableWhileClickHouseIsDown(t *testing.T) {
 			}
 			return err
 		},
-		"each":     func() error { return store.EachPerson(ctx, chstore.ListQuery{ProjectID: 1}, func(chstore.PersonRecord) error { return nil }) },
+		"each": func() error {
+			return store.EachPerson(ctx, chstore.ListQuery{ProjectID: 1}, func(chstore.PersonRecord) error { return nil })
+		},
 		"timeline": func() error { _, err := store.PersonEvents(ctx, 1, []string{"a"}, time.Now()); return err },
 		"activity": func() error {
 			_, _, err := log.List(ctx, activity.Query{OrganizationID: "o", Scope: "Person", Limit: 10, Page: 1})
