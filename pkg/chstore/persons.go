@@ -47,7 +47,8 @@ func readCtx(ctx context.Context) context.Context {
 // MaxQuerySize is the max_query_size of statements with bound values. The
 // driver splices bound values into the statement's text, so a long filter
 // value or a batch's id list would exceed ClickHouse's default of 256 KiB
-// of SQL. The API bounds what reaches it well below (docs/api.md).
+// of SQL. 32 MiB is far above what one request can carry (Go's HTTP
+// server reads at most 1 MiB of request line and headers by default).
 const MaxQuerySize = 32 << 20
 
 // boundCtx returns ctx with the settings of a statement with bound values
