@@ -44,6 +44,7 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.BatchWait, "batch-wait", appconfig.EnvDuration("INGESTER_BATCH_WAIT", cfg.BatchWait), "longest wait for a batch to fill (env INGESTER_BATCH_WAIT)")
 	fs.IntVar(&cfg.MaxCachedPersons, "max-cached-persons", appconfig.EnvInt("INGESTER_MAX_CACHED_PERSONS", cfg.MaxCachedPersons), "persons kept in memory between batches (env INGESTER_MAX_CACHED_PERSONS)")
 	fs.DurationVar(&cfg.AckWait, "ack-wait", appconfig.EnvDuration("INGESTER_ACK_WAIT", cfg.AckWait), "JetStream ack wait (env INGESTER_ACK_WAIT)")
+	fs.IntVar(&cfg.MaxPersonBytes, "max-person-bytes", appconfig.EnvInt("INGESTER_MAX_PERSON_BYTES", cfg.MaxPersonBytes), "most bytes of a person's properties (JSON); larger changes are refused with a warning; 0: no bound (env INGESTER_MAX_PERSON_BYTES)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
