@@ -13,30 +13,11 @@ import (
 // person size limit and returns the store and every warning raised.
 func foldLimited(t *testing.T, limit, batchSize int, events []string) (*memStore, []Warning) {
 	t.Helper()
-	ctx := context.Background()
 	store := newMemStore()
 	f := New(store)
 	f.MaxPersonBytes = limit
-	var warnings []Warning
-	for start := 0; start < len(events); start += batchSize {
-		var batch []Input
-		for i := start; i < min(start+batchSize, len(events)); i++ {
-			batch = append(batch, Input{ProjectID: 1, Seq: uint64(i + 1), Event: ev(t, i+1, events[i])})
-		}
-		if err := f.Prepare(ctx, batch); err != nil {
-			t.Fatal(err)
-		}
-		for _, in := range batch {
-			if _, err := f.Apply(ctx, in); err != nil {
-				t.Fatal(err)
-			}
-		}
-		b := f.Flush()
-		store.write(b)
-		warnings = append(warnings, b.Warnings...)
-		f.Committed = batch[len(batch)-1].Seq
-	}
-	return store, warnings
+	runInto(t, f, store, events, 1, batchSize, false)
+	return store, store.warnings
 }
 
 // TestPersonSizeLimit: the 36 MB person of the report, scaled down. Many
