@@ -47,6 +47,7 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.AckWait, "ack-wait", appconfig.EnvDuration("INGESTER_ACK_WAIT", cfg.AckWait), "JetStream ack wait (env INGESTER_ACK_WAIT)")
 	bindStreams(fs, &cfg.Streams)
 	legacy := fs.Int("legacy-commands-until", appconfig.EnvInt("INGESTER_LEGACY_COMMANDS_UNTIL", 0), "honour commands found on events.<project> up to this stream sequence, for rebuilding from a log written before commands had their own subject; 0: none (env INGESTER_LEGACY_COMMANDS_UNTIL)")
+	fs.IntVar(&cfg.MaxPersonBytes, "max-person-bytes", appconfig.EnvInt("INGESTER_MAX_PERSON_BYTES", cfg.MaxPersonBytes), "most bytes of a person's properties (JSON); larger changes are refused with a warning; 0: no bound (env INGESTER_MAX_PERSON_BYTES)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

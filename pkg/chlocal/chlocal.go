@@ -156,6 +156,8 @@ func config(dir string, tcpPort, httpPort int) string {
   <user_files_path>{dir}/user_files/</user_files_path>
   <format_schema_path>{dir}/format_schemas/</format_schema_path>
   <mark_cache_size>268435456</mark_cache_size>
+  <!-- Above the pools that share this server: api and ingester in one
+       process (make run) or each test's store, 64 each (pkg/chstore). -->
   <max_concurrent_queries>200</max_concurrent_queries>
   <users>
     <default>

@@ -23,10 +23,9 @@ import (
 // driver, so these reads raise max_query_size (loaderCtx).
 const chunk = 50_000
 
-// loaderCtx allows statements of up to 32 MiB for the ingester's lookups.
-func loaderCtx(ctx context.Context) context.Context {
-	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_query_size": 32 << 20}))
-}
+// loaderCtx allows statements of up to MaxQuerySize for the ingester's
+// lookups.
+func loaderCtx(ctx context.Context) context.Context { return boundCtx(ctx, nil) }
 
 // LoadDistinctIDs implements fold.Loader.
 func (s *Store) LoadDistinctIDs(ctx context.Context, projectID uint64, ids []string) (map[string]fold.DistinctIDRow, error) {
@@ -199,7 +198,7 @@ func (s *Store) writePersons(ctx context.Context, persons []fold.PersonRow) erro
 	if len(persons) == 0 {
 		return nil
 	}
-	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO persons (project_id, id, uuid, properties, property_keys, property_values, distinct_ids, created_at, is_identified, is_deleted, version)`)
+	batch, err := s.conn.PrepareBatch(s.insertCtx(ctx), `INSERT INTO persons (project_id, id, uuid, properties, property_keys, property_values, distinct_ids, created_at, is_identified, is_deleted, version)`)
 	if err != nil {
 		return err
 	}

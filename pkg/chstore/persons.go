@@ -37,10 +37,30 @@ type ListQuery struct {
 	Offset     int
 }
 
-// readSettings keep filters after FINAL: moving a WHERE on a non-key
-// column to PREWHERE would test old versions of a row (ClickHouse 18.16).
+// readCtx keeps filters after FINAL: moving a WHERE on a non-key column to
+// PREWHERE would test old versions of a row (ClickHouse 18.16). Filter
+// values may be long (boundCtx).
 func readCtx(ctx context.Context) context.Context {
-	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_move_to_prewhere": 0}))
+	return boundCtx(ctx, clickhouse.Settings{"optimize_move_to_prewhere": 0})
+}
+
+// MaxQuerySize is the max_query_size of statements with bound values. The
+// driver splices bound values into the statement's text, so a long filter
+// value or a batch's id list would exceed ClickHouse's default of 256 KiB
+// of SQL. 32 MiB is far above what one request can carry (Go's HTTP
+// server reads at most 1 MiB of request line and headers by default).
+const MaxQuerySize = 32 << 20
+
+// boundCtx returns ctx with the settings of a statement with bound values
+// (max_query_size) and extra ones. It is the one place that sets them:
+// the driver keeps one settings map per context, so settings applied in
+// two steps would replace each other.
+func boundCtx(ctx context.Context, extra clickhouse.Settings) context.Context {
+	settings := clickhouse.Settings{"max_query_size": MaxQuerySize}
+	for k, v := range extra {
+		settings[k] = v
+	}
+	return clickhouse.Context(ctx, clickhouse.WithSettings(settings))
 }
 
 const personColumns = "id, uuid, properties, distinct_ids, created_at, is_identified"
@@ -78,6 +98,10 @@ func (q ListQuery) where() (string, []any) {
 
 // ListPersons returns one page, newest first (created_at, then id), and
 // the number of matching persons.
+//
+// The page's ids are chosen first, reading only narrow columns; the wide
+// ones (properties, distinct ids) are then read for the page's persons
+// only, not for every person of the project the sort passes over.
 func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
 	ctx = readCtx(ctx)
 	where, args := q.where()
@@ -85,7 +109,7 @@ func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, u
 	if err := s.conn.QueryRow(ctx, "SELECT count() FROM persons FINAL WHERE "+where, args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count persons: %w", err)
 	}
-	sql := "SELECT " + personColumns + " FROM persons FINAL WHERE " + where + " ORDER BY created_at DESC, id DESC"
+	sql := "SELECT id FROM persons FINAL WHERE " + where + " ORDER BY created_at DESC, id DESC"
 	if q.Limit > 0 {
 		sql += " LIMIT ? OFFSET ?"
 		args = append(args, q.Limit, q.Offset)
@@ -94,8 +118,30 @@ func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, u
 		sql += " LIMIT ?, 18446744073709551615"
 		args = append(args, q.Offset)
 	}
-	list, err := s.queryPersons(ctx, sql, args...)
-	return list, total, err
+	ids, err := s.queryIDs(ctx, sql, args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list persons: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil, total, nil
+	}
+	found, err := s.queryPersons(ctx, "SELECT "+personColumns+" FROM persons FINAL WHERE project_id = ? AND id IN ? AND is_deleted = 0",
+		q.ProjectID, set(ids))
+	if err != nil {
+		return nil, 0, err
+	}
+	byID := make(map[uint64]PersonRecord, len(found))
+	for _, p := range found {
+		byID[p.ID] = p
+	}
+	// In the page's order; a person deleted between the two reads is gone.
+	list := make([]PersonRecord, 0, len(ids))
+	for _, id := range ids {
+		if p, ok := byID[id]; ok {
+			list = append(list, p)
+		}
+	}
+	return list, total, nil
 }
 
 // EachPerson streams every person matching q (no paging), for exports.
@@ -150,6 +196,23 @@ func (s *Store) getPerson(ctx context.Context, cond string, projectID uint64, ke
 	return list[0], nil
 }
 
+func (s *Store) queryIDs(ctx context.Context, sql string, args ...any) ([]uint64, error) {
+	rows, err := s.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []uint64
+	for rows.Next() {
+		var id uint64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
 type scanner interface{ Scan(dest ...any) error }
 
 func scanPerson(rows scanner) (PersonRecord, error) {
@@ -201,7 +264,7 @@ func (s *Store) PersonEvents(ctx context.Context, projectID uint64, distinctIDs 
 	if len(distinctIDs) == 0 {
 		return nil, nil
 	}
-	rows, err := s.conn.Query(ctx, `SELECT event, timestamp, timestamp_ms, properties FROM (
+	rows, err := s.conn.Query(boundCtx(ctx, nil), `SELECT event, timestamp, timestamp_ms, properties FROM (
 			SELECT event, timestamp, timestamp_ms, properties, seq FROM events FINAL
 			WHERE project_id = ? AND distinct_id IN ? AND timestamp <= ?
 			ORDER BY seq DESC LIMIT ?) ORDER BY seq`,

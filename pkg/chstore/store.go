@@ -13,60 +13,128 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
-// Config says where ClickHouse is.
+// Config says where ClickHouse is and how the pool behaves. Zero values
+// take the defaults below (docs/operations.md, "ClickHouse connections").
 type Config struct {
 	Addr     string // host:port of the native protocol
 	Database string
 	Username string
 	Password string
+
+	// MaxOpenConns bounds the statements in flight (default 64). Every
+	// one is a query on the server: keep the sum over all processes below
+	// the server's max_concurrent_queries (100 by default, 200 in
+	// chlocal's configuration).
+	MaxOpenConns int
+	// AcquireTimeout bounds the wait for a free connection when all are
+	// busy (default 10s); then the statement fails with ErrUnavailable.
+	AcquireTimeout time.Duration
+	// DialTimeout bounds connecting (default 3s), so an unreachable
+	// server is reported promptly.
+	DialTimeout time.Duration
+	// ReadTimeout bounds each wait for data from the server (default
+	// 60s): a hung server fails statements instead of holding them.
+	ReadTimeout time.Duration
+}
+
+// Default pool settings.
+const (
+	DefaultMaxOpenConns   = 64
+	DefaultAcquireTimeout = 10 * time.Second
+	DefaultDialTimeout    = 3 * time.Second
+	DefaultReadTimeout    = 60 * time.Second
+)
+
+func (c *Config) defaults() {
+	if c.Database == "" {
+		c.Database = "default"
+	}
+	if c.MaxOpenConns <= 0 {
+		c.MaxOpenConns = DefaultMaxOpenConns
+	}
+	if c.AcquireTimeout <= 0 {
+		c.AcquireTimeout = DefaultAcquireTimeout
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
 }
 
 // Store wraps one connection pool.
 type Store struct {
-	conn     driver.Conn
+	conn     driver.Conn // a classifyingConn
 	database string
+	// unlimitedPartitions lifts max_partitions_per_insert_block (24.x:
+	// 100) on inserts into persons, which is partitioned by project: a
+	// batch may touch any number of projects. Nil on servers without the
+	// setting (18.16), which would refuse it as unknown.
+	unlimitedPartitions clickhouse.Settings
 }
 
 // Open connects and pings. It creates the database when it is missing, so
 // a fresh server needs nothing but `migrate`.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
-	if cfg.Database == "" {
-		cfg.Database = "default"
-	}
+	cfg.defaults()
 	opts := &clickhouse.Options{
 		Addr:        []string{cfg.Addr},
 		Auth:        clickhouse.Auth{Username: cfg.Username, Password: cfg.Password},
-		DialTimeout: 5 * time.Second,
-		// A person read waits on no batch; keep enough connections for
-		// concurrent requests and the ingester's writes.
-		MaxOpenConns: 32,
-		MaxIdleConns: 16,
+		DialTimeout: cfg.DialTimeout,
+		ReadTimeout: cfg.ReadTimeout,
+		// The gate admits at most MaxOpenConns statements, so the driver
+		// never waits for a connection. As many stay idle, so a burst
+		// does not close and redial connections.
+		MaxOpenConns: cfg.MaxOpenConns,
+		MaxIdleConns: cfg.MaxOpenConns,
 	}
 	boot, err := clickhouse.Open(opts)
 	if err != nil {
-		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, err)
+		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, Classify(err))
 	}
 	if err := boot.Ping(ctx); err != nil {
 		boot.Close()
-		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, err)
+		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, Classify(err))
 	}
 	err = boot.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+quoteIdent(cfg.Database))
 	boot.Close()
 	if err != nil {
-		return nil, fmt.Errorf("create database %s: %w", cfg.Database, err)
+		return nil, fmt.Errorf("create database %s: %w", cfg.Database, Classify(err))
 	}
 	opts.Auth.Database = cfg.Database
 	conn, err := clickhouse.Open(opts)
 	if err != nil {
-		return nil, err
+		return nil, Classify(err)
 	}
-	return &Store{conn: conn, database: cfg.Database}, nil
+	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
+	s := &Store{conn: &classifyingConn{Conn: conn, gate: g}, database: cfg.Database}
+	var known uint64
+	if err := s.conn.QueryRow(ctx, "SELECT count() FROM system.settings WHERE name = 'max_partitions_per_insert_block'").Scan(&known); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, err)
+	}
+	if known > 0 {
+		s.unlimitedPartitions = clickhouse.Settings{"max_partitions_per_insert_block": 0}
+	}
+	return s, nil
+}
+
+// insertCtx is the context of inserts into persons (and of migrations,
+// which copy it).
+func (s *Store) insertCtx(ctx context.Context) context.Context {
+	if s.unlimitedPartitions == nil {
+		return ctx
+	}
+	return clickhouse.Context(ctx, clickhouse.WithSettings(s.unlimitedPartitions))
 }
 
 // Close closes the pool.
 func (s *Store) Close() error { return s.conn.Close() }
 
-// Conn exposes the driver for benchmarks and tests.
+// Conn exposes the pool to the packages owning other tables (activity,
+// deletion, plugins), to benchmarks and to tests. Its errors are
+// classified (ErrUnavailable) like the store's own.
 func (s *Store) Conn() driver.Conn { return s.conn }
 
 // Ping checks the connection, for readiness probes.

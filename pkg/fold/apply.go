@@ -288,13 +288,14 @@ func (f *Folder) update(p *personState, in Input, identify bool) (before, after 
 			}
 		}
 	}
-	for k, v := range ev.SetOnce {
+	setOnce, set := f.allowedChanges(in, p) // limits.go
+	for k, v := range setOnce {
 		if _, ok := props[k]; !ok {
 			props[k] = v
 			note(k, nil, false, v, true)
 		}
 	}
-	for k, v := range ev.Set {
+	for k, v := range set {
 		if old, ok := props[k]; !ok || !propsEqual(old, v) {
 			props[k] = v
 			note(k, old, ok, v, true)

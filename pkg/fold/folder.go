@@ -54,6 +54,10 @@ type Folder struct {
 	// MaxCached bounds the number of clean persons kept after a Flush;
 	// zero means no bound.
 	MaxCached int
+	// MaxPersonBytes bounds a person's properties (JSON bytes); changes
+	// beyond it are refused with a warning (limits.go). Zero means no
+	// bound. Part of the fold's rules: a replay must use the same value.
+	MaxPersonBytes int
 	// Committed is the last stream sequence whose batch is known to be
 	// completely written. Distinct id rows above it are read as their
 	// Prev owner (see DistinctIDRow).

@@ -21,6 +21,8 @@ type memStore struct {
 	persons map[personKey]PersonRow
 	dids    map[didKey]DistinctIDRow
 	loads   int
+	// warnings are all the warnings written, in order.
+	warnings []Warning
 }
 
 func newMemStore() *memStore {
@@ -28,6 +30,7 @@ func newMemStore() *memStore {
 }
 
 func (m *memStore) write(b Batch) {
+	m.warnings = append(m.warnings, b.Warnings...)
 	for _, p := range b.Persons {
 		k := personKey{p.ProjectID, p.ID}
 		if old, ok := m.persons[k]; !ok || p.Version >= old.Version {

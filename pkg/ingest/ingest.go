@@ -50,6 +50,11 @@ type Config struct {
 	// command subject published them; 0 honours none. Set it only to
 	// rebuild from a log written before the upgrade (docs/operations.md).
 	LegacyCommandsUntil uint64
+	// MaxPersonBytes bounds a person's properties as stored JSON; a change
+	// beyond it is refused with an ingestion warning (docs/events.md). 0:
+	// no bound. A fold rule: replays must use the same value to get the
+	// same persons.
+	MaxPersonBytes int
 }
 
 // Validate checks the configuration.
@@ -63,13 +68,16 @@ func (c Config) Validate() error {
 		return errors.New("batch wait must be positive")
 	case c.AckWait < 5*time.Second:
 		return errors.New("ack wait must be at least 5s")
+	case c.MaxPersonBytes < 0:
+		return fmt.Errorf("max person bytes %d is negative", c.MaxPersonBytes)
 	}
 	return c.Streams.Validate()
 }
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{Consumer: "ingester", BatchSize: 20000, BatchWait: 200 * time.Millisecond, MaxCachedPersons: 500_000, AckWait: 2 * time.Minute}
+	return Config{Consumer: "ingester", BatchSize: 20000, BatchWait: 200 * time.Millisecond, MaxCachedPersons: 500_000, AckWait: 2 * time.Minute,
+		MaxPersonBytes: fold.DefaultMaxPersonBytes}
 }
 
 // Store is what the ingester needs from ClickHouse.
@@ -97,6 +105,7 @@ func New(cfg Config, js jetstream.JetStream, store Store, logger *slog.Logger, r
 	}
 	f := fold.New(store)
 	f.MaxCached = cfg.MaxCachedPersons
+	f.MaxPersonBytes = cfg.MaxPersonBytes
 	return &Ingester{cfg: cfg, js: js, store: store, log: logger, metrics: newMetrics(reg), folder: f}, nil
 }
 

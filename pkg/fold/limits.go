@@ -1,0 +1,81 @@
+package fold
+
+import (
+	"encoding/json"
+	"sort"
+)
+
+// DefaultMaxPersonBytes is the default bound on a person's properties,
+// measured as the JSON object the store keeps (docs/events.md).
+const DefaultMaxPersonBytes = 512 << 10
+
+// WarningPersonPropertiesTooLarge is raised when an event's $set or
+// $set_once would grow a person's properties beyond the limit: the event's
+// property changes are not applied to that person (its $unset still is,
+// and the event is stored as usual).
+const WarningPersonPropertiesTooLarge = "person_properties_size_violation"
+
+// allowedChanges returns the $set_once and $set of in's event to apply to
+// p: the event's own, or none when they would take p's properties beyond
+// f.MaxPersonBytes and beyond their present size (a person already over
+// the limit, stored before it existed, may still shrink or keep its size).
+// A refusal is recorded as a warning naming the keys.
+//
+// The outcome depends only on the person's state, the event and the limit,
+// so a replay with the same limit folds the same persons.
+func (f *Folder) allowedChanges(in Input, p *personState) (setOnce, set map[string]any) {
+	ev := in.Event
+	if f.MaxPersonBytes <= 0 || len(ev.Set)+len(ev.SetOnce) == 0 {
+		return ev.SetOnce, ev.Set
+	}
+	props := p.row.Properties
+	next := make(map[string]any, len(props)+len(ev.Set)+len(ev.SetOnce))
+	for k, v := range props {
+		next[k] = v
+	}
+	for k, v := range ev.SetOnce {
+		if _, ok := next[k]; !ok {
+			next[k] = v
+		}
+	}
+	for k, v := range ev.Set {
+		next[k] = v
+	}
+	for _, k := range ev.Unset {
+		delete(next, k)
+	}
+	size := jsonSize(next)
+	if size <= f.MaxPersonBytes || size <= jsonSize(props) {
+		return ev.SetOnce, ev.Set
+	}
+	keys := make([]string, 0, len(ev.Set)+len(ev.SetOnce))
+	for k := range ev.Set {
+		keys = append(keys, k)
+	}
+	for k := range ev.SetOnce {
+		if _, dup := ev.Set[k]; !dup {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	f.warnings = append(f.warnings, Warning{
+		ProjectID: in.ProjectID, Seq: in.Seq, Type: WarningPersonPropertiesTooLarge, Timestamp: ev.Timestamp,
+		Details: map[string]any{
+			"event_uuid": ev.UUID.String(), "event": ev.Event, "distinct_id": ev.DistinctID,
+			"person_uuid": p.row.UUID.String(), "keys": keys,
+			"size": size, "max_size": f.MaxPersonBytes,
+		},
+	})
+	return nil, nil
+}
+
+// jsonSize is the length of props as the store encodes it (encoding/json).
+func jsonSize(props map[string]any) int {
+	raw, err := json.Marshal(props)
+	if err != nil {
+		// Not encodable: the store would refuse it anyway; count it as
+		// too large rather than let it through.
+		return int(^uint(0) >> 1)
+	}
+	return len(raw)
+}
