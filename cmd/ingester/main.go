@@ -33,34 +33,51 @@ func main() {
 		appconfig.Command{Name: "publish", Run: publish})
 }
 
-func run(args []string) error {
-	var common appconfig.Common
-	cfg := ingest.DefaultConfig()
+// runOptions are the settings of `ingester run`.
+type runOptions struct {
+	common         appconfig.Common
+	cfg            ingest.Config
+	metricsAddr    string
+	memoryLimitMiB int
+}
+
+// parseRun reads flags, with environment variables as their defaults, and
+// refuses malformed or invalid values naming them.
+func parseRun(args []string) (*runOptions, error) {
+	o := &runOptions{cfg: ingest.DefaultConfig()}
+	env := &o.common.Env
 	fs := flag.NewFlagSet("ingester run", flag.ContinueOnError)
-	common.Bind(fs)
-	metricsAddr := fs.String("metrics-addr", appconfig.Env("INGESTER_METRICS_ADDR", "127.0.0.1:9101"), "address of /metrics, /healthz and /readyz (env INGESTER_METRICS_ADDR)")
-	fs.StringVar(&cfg.Consumer, "consumer", appconfig.Env("INGESTER_CONSUMER", cfg.Consumer), "durable consumer name (env INGESTER_CONSUMER)")
-	fs.IntVar(&cfg.BatchSize, "batch-size", appconfig.EnvInt("INGESTER_BATCH_SIZE", cfg.BatchSize), "most messages per batch (env INGESTER_BATCH_SIZE)")
-	fs.DurationVar(&cfg.BatchWait, "batch-wait", appconfig.EnvDuration("INGESTER_BATCH_WAIT", cfg.BatchWait), "longest wait for a batch to fill (env INGESTER_BATCH_WAIT)")
-	fs.IntVar(&cfg.MaxCachedPersons, "max-cached-persons", appconfig.EnvInt("INGESTER_MAX_CACHED_PERSONS", cfg.MaxCachedPersons), "persons kept in memory between batches (env INGESTER_MAX_CACHED_PERSONS)")
-	fs.DurationVar(&cfg.AckWait, "ack-wait", appconfig.EnvDuration("INGESTER_ACK_WAIT", cfg.AckWait), "JetStream ack wait (env INGESTER_ACK_WAIT)")
-	if err := fs.Parse(args); err != nil {
+	o.common.Bind(fs)
+	fs.StringVar(&o.metricsAddr, "metrics-addr", appconfig.Env("INGESTER_METRICS_ADDR", "127.0.0.1:9101"), "address of /metrics, /healthz and /readyz (env INGESTER_METRICS_ADDR)")
+	fs.StringVar(&o.cfg.Consumer, "consumer", appconfig.Env("INGESTER_CONSUMER", o.cfg.Consumer), "durable consumer name (env INGESTER_CONSUMER)")
+	fs.IntVar(&o.cfg.BatchSize, "batch-size", env.Int("INGESTER_BATCH_SIZE", o.cfg.BatchSize), "most messages per batch (env INGESTER_BATCH_SIZE)")
+	fs.DurationVar(&o.cfg.BatchWait, "batch-wait", env.Duration("INGESTER_BATCH_WAIT", o.cfg.BatchWait), "longest wait for a batch to fill (env INGESTER_BATCH_WAIT)")
+	fs.IntVar(&o.cfg.MaxCachedPersons, "max-cached-persons", env.Int("INGESTER_MAX_CACHED_PERSONS", o.cfg.MaxCachedPersons), "persons kept in memory between batches (env INGESTER_MAX_CACHED_PERSONS)")
+	fs.DurationVar(&o.cfg.AckWait, "ack-wait", env.Duration("INGESTER_ACK_WAIT", o.cfg.AckWait), "JetStream ack wait (env INGESTER_ACK_WAIT)")
+	fs.DurationVar(&o.cfg.ShutdownGrace, "shutdown-grace", env.Duration("INGESTER_SHUTDOWN_GRACE", o.cfg.ShutdownGrace), "on SIGINT/SIGTERM, how long the batch in hand may still take to commit; after it the batch is left unacknowledged for the next start (env INGESTER_SHUTDOWN_GRACE)")
+	fs.IntVar(&o.memoryLimitMiB, "memory-limit-mib", env.Int("INGESTER_MEMORY_LIMIT_MIB", 1024), "Go soft memory limit in MiB unless GOMEMLIMIT is set; 0 for none (env INGESTER_MEMORY_LIMIT_MIB)")
+	if err := appconfig.Parse(fs, args, o.common.Validate, o.cfg.Validate); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func run(args []string) error {
+	o, err := parseRun(args)
+	if err != nil {
 		return err
 	}
-	if err := errors.Join(common.Validate(), cfg.Validate()); err != nil {
-		return err
-	}
-	log := common.Logger("ingester")
-	appconfig.TuneGC(log, appconfig.EnvInt("INGESTER_MEMORY_LIMIT_MIB", 1024))
+	log := o.common.Logger("ingester")
+	appconfig.TuneGC(log, o.memoryLimitMiB)
 	ctx, stop := appconfig.SignalContext()
 	defer stop()
 
-	store, err := common.CurrentClickHouse(ctx)
+	store, err := o.common.CurrentClickHouse(ctx)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	nc, js, err := common.NATS("ingester")
+	nc, js, err := o.common.NATS("ingester")
 	if err != nil {
 		return err
 	}
@@ -68,13 +85,13 @@ func run(args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	ing, err := ingest.New(cfg, js, store, log, reg)
+	ing, err := ingest.New(o.cfg, js, store, log, reg)
 	if err != nil {
 		return err
 	}
 	// Order of shutdown: the consumer stops pulling and commits its batch
 	// (Run returns), then the metrics server stops, then connections close.
-	stopOps, err := appconfig.OpsServer(*metricsAddr, reg, func(ctx context.Context) error {
+	stopOps, err := appconfig.OpsServer(o.metricsAddr, reg, func(ctx context.Context) error {
 		if !nc.IsConnected() {
 			return errors.New("nats disconnected")
 		}
@@ -83,7 +100,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("ingester starting", "nats", common.NATSURL, "clickhouse", common.ClickHouseAddr, "database", common.ClickHouseDatabase, "metrics", *metricsAddr)
+	log.Info("ingester starting", "nats", o.common.NATSURL, "clickhouse", o.common.ClickHouseAddr, "database", o.common.ClickHouseDatabase, "metrics", o.metricsAddr)
 	runErr := ing.Run(ctx)
 	stopOps()
 	return runErr
@@ -127,6 +144,9 @@ func publish(args []string) error {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := common.Validate(); err != nil {
 		return err
 	}
 	if *project == 0 {
