@@ -21,7 +21,7 @@ func TestSIGKILLMidStream(t *testing.T) {
 	bin := testenv.Build(t, ".")
 	n := testenv.StartNATS(t, "")
 	ctx := context.Background()
-	last := testenv.PublishWorkload(t, n.JS, testenv.Workload(99, 12000, 400))
+	last := testenv.PublishWorkload(t, n.JS, 0, testenv.Workload(99, 12000, 400))
 	ref := reference.Run(t, n.JS, "reference", last)
 
 	// The binary, with small batches so kills land between and inside

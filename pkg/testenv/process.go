@@ -100,19 +100,25 @@ func (p *Process) Exited() bool {
 	}
 }
 
-// Stop sends sig and waits up to limit for the process to exit. It
-// returns how long the exit took and the process's exit error; the test
-// fails (and the process is killed) when it did not exit within limit.
+// Stop sends sig and waits up to limit for the process to exit (Wait).
 func (p *Process) Stop(t testing.TB, sig os.Signal, limit time.Duration) (time.Duration, error) {
 	t.Helper()
-	start := time.Now()
 	p.Signal(sig)
+	return p.Wait(t, limit)
+}
+
+// Wait waits up to limit for the process to exit. It returns how long that
+// took and the process's exit error; the test fails (and the process is
+// killed) when it did not exit within limit.
+func (p *Process) Wait(t testing.TB, limit time.Duration) (time.Duration, error) {
+	t.Helper()
+	start := time.Now()
 	select {
 	case <-p.done:
 		return time.Since(start), p.err
 	case <-time.After(limit):
 		p.Kill()
-		t.Fatalf("%s did not exit within %s of %v; its log:\n%s", filepath.Base(p.cmd.Path), limit, sig, p.Stderr())
+		t.Fatalf("%s did not exit within %s; its log:\n%s", filepath.Base(p.cmd.Path), limit, p.Stderr())
 		return 0, nil
 	}
 }
@@ -145,16 +151,18 @@ func WaitCommitted(t testing.TB, store *chstore.Store, consumer string, seq uint
 }
 
 // PublishWorkload publishes envelopes (as Workload makes them) to the
-// events stream over three projects, with deterministic uuids and
-// timestamps, and returns the last stream sequence.
-func PublishWorkload(t testing.TB, js jetstream.JetStream, events []string) uint64 {
+// events stream over three projects, with uuids and timestamps derived
+// from their number (first, first+1, ...; a number published again is
+// dropped as a duplicate), and returns the last stream sequence.
+func PublishWorkload(t testing.TB, js jetstream.JetStream, first int, events []string) uint64 {
 	t.Helper()
 	ctx := context.Background()
 	if err := stream.Ensure(ctx, js, stream.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	var last uint64
-	for i, e := range events {
+	for j, e := range events {
+		i := first + j
 		id := uuid.NewSHA1(uuid.NameSpaceURL, []byte(fmt.Sprint(i))).String()
 		ts := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second).Format(time.RFC3339)
 		ack, err := stream.Publish(ctx, js, uint64(1+i%3), id, []byte(fmt.Sprintf(`{"uuid":%q,"timestamp":%q,%s`, id, ts, e[1:])))

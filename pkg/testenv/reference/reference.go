@@ -22,20 +22,27 @@ import (
 func Run(t testing.TB, js jetstream.JetStream, consumer string, seq uint64) *chstore.Store {
 	t.Helper()
 	ref := testenv.ClickHouse(t)
+	Fold(t, js, ref, consumer, seq)
+	return ref
+}
+
+// Fold folds the stream up to seq into store with an in-process ingester
+// and stops it.
+func Fold(t testing.TB, js jetstream.JetStream, store *chstore.Store, consumer string, seq uint64) {
+	t.Helper()
 	cfg := ingest.DefaultConfig()
 	cfg.Consumer = consumer
 	cfg.BatchWait = 20 * time.Millisecond
-	ing, err := ingest.New(cfg, js, ref, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	ing, err := ingest.New(cfg, js, store, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ing.Run(ctx) }()
-	testenv.WaitCommitted(t, ref, consumer, seq, 2*time.Minute)
+	testenv.WaitCommitted(t, store, consumer, seq, 2*time.Minute)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	return ref
 }
