@@ -18,16 +18,8 @@ import (
 // store; after a restart of everything the state equals an uninterrupted
 // run of the same stream.
 func TestClickHouseKilledMidIngestAndMidRequest(t *testing.T) {
-	ingester, api := testenv.Build(t, module+"ingester"), testenv.Build(t, module+"api")
 	s := newSystem(t)
-	last := testenv.PublishWorkload(t, s.nats.JS, 0, testenv.Workload(7, 12000, 400))
-	ing := s.start(ingester, "run")
-	srv := s.start(api, "run")
-	testenv.WaitCommitted(t, s.store, "ingester", last/4, time.Minute)
-	s.waitServing(30 * time.Second)
-
-	l := s.startLoad(8)
-	time.Sleep(300 * time.Millisecond)
+	last, ing, srv, l := s.startBusy(7)
 	before := s.committed()
 	s.ch.Kill()
 	// Answers to requests that raced the kill are not judged by phase.
@@ -69,7 +61,7 @@ func TestClickHouseKilledMidIngestAndMidRequest(t *testing.T) {
 	}
 
 	// Restart everything; the next start delivers from the last commit.
-	ing = s.start(ingester, "run")
+	ing = s.start(testenv.Build(t, module+"ingester"), "run")
 	testenv.WaitCommitted(t, s.store, "ingester", s.lastSeq(), 2*time.Minute)
 	s.stop(ing, "ingester")
 	s.assertEqualsReference("ClickHouse kills and SIGINTs")

@@ -134,6 +134,21 @@ func (s *system) lastSeq() uint64 {
 	return info.State.LastSeq
 }
 
+// startBusy publishes a workload of 12000 events, starts the ingester and
+// the API (built by the test), waits until a quarter is folded and the API
+// serves, and starts a load of 8 workers: the moment to inject a fault.
+func (s *system) startBusy(seed int64) (last uint64, ing, srv *testenv.Process, l *load) {
+	s.t.Helper()
+	ingester, api := testenv.Build(s.t, module+"ingester"), testenv.Build(s.t, module+"api")
+	last = testenv.PublishWorkload(s.t, s.nats.JS, 0, testenv.Workload(seed, 12000, 400))
+	ing, srv = s.start(ingester, "run"), s.start(api, "run")
+	testenv.WaitCommitted(s.t, s.store, "ingester", last/4, time.Minute)
+	s.waitServing(30 * time.Second)
+	l = s.startLoad(8)
+	time.Sleep(300 * time.Millisecond)
+	return last, ing, srv, l
+}
+
 // publishMore publishes n more events of the workload.
 func (s *system) publishMore(n int) {
 	s.t.Helper()

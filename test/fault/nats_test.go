@@ -13,16 +13,8 @@ import (
 // Retry-After and reads (ClickHouse is up) 200 or 404; the ingester
 // resumes by itself; the state equals an uninterrupted run.
 func TestNATSRestarted(t *testing.T) {
-	ingester, api := testenv.Build(t, module+"ingester"), testenv.Build(t, module+"api")
 	s := newSystem(t)
-	last := testenv.PublishWorkload(t, s.nats.JS, 0, testenv.Workload(13, 12000, 400))
-	ing := s.start(ingester, "run")
-	srv := s.start(api, "run")
-	testenv.WaitCommitted(t, s.store, "ingester", last/4, time.Minute)
-	s.waitServing(30 * time.Second)
-
-	l := s.startLoad(8)
-	time.Sleep(300 * time.Millisecond)
+	last, ing, srv, l := s.startBusy(13)
 	before := s.committed()
 	s.nats.ShutdownServer()
 	l.setPhase("nats dying")
