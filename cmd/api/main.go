@@ -32,27 +32,47 @@ func main() {
 		appconfig.Command{Name: "admin", Run: admin})
 }
 
-func run(args []string) error {
-	var common appconfig.Common
+// options are the settings of `api run`.
+type options struct {
+	common    appconfig.Common
+	plugins   plugin.Settings
+	server    httpapi.Settings
+	addr      string
+	publicURL string
+	writeWait time.Duration
+	consumer  string
+}
+
+// parse reads flags, with environment variables as their defaults, and
+// refuses malformed or invalid values naming them.
+func parse(args []string) (*options, error) {
+	o := &options{}
 	fs := flag.NewFlagSet("api run", flag.ContinueOnError)
-	common.Bind(fs)
-	addr := fs.String("addr", appconfig.Env("API_ADDR", "127.0.0.1:8000"), "listen address (env API_ADDR)")
-	publicURL := fs.String("public-url", appconfig.Env("API_PUBLIC_URL", ""), "base of absolute URLs in responses; default: from the request (env API_PUBLIC_URL)")
-	var server httpapi.Settings
-	server.Bind(fs)
-	var plugins plugin.Settings
-	plugins.Bind(fs)
-	writeWait := fs.Duration("write-wait", appconfig.EnvDuration("API_WRITE_WAIT", 5*time.Second), "how long a person write waits to be visible before answering 202 (env API_WRITE_WAIT)")
-	consumer := fs.String("ingester-consumer", appconfig.Env("INGESTER_CONSUMER", "ingester"), "the ingester whose progress writes wait on (env INGESTER_CONSUMER)")
-	if err := fs.Parse(args); err != nil {
+	o.common.Bind(fs)
+	fs.StringVar(&o.addr, "addr", appconfig.Env("API_ADDR", "127.0.0.1:8000"), "listen address (env API_ADDR)")
+	fs.StringVar(&o.publicURL, "public-url", appconfig.Env("API_PUBLIC_URL", ""), "base of absolute URLs in responses; default: from the request (env API_PUBLIC_URL)")
+	o.server.Bind(fs, &o.common.Env)
+	o.plugins.Bind(fs)
+	fs.DurationVar(&o.writeWait, "write-wait", o.common.Env.Duration("API_WRITE_WAIT", 5*time.Second), "how long a person write waits to be visible before answering 202 (env API_WRITE_WAIT)")
+	fs.StringVar(&o.consumer, "ingester-consumer", appconfig.Env("INGESTER_CONSUMER", "ingester"), "the ingester whose progress writes wait on (env INGESTER_CONSUMER)")
+	writeWait := func() error {
+		if o.writeWait >= o.server.WriteTimeout {
+			return fmt.Errorf("write-wait %v must be below write-timeout %v", o.writeWait, o.server.WriteTimeout)
+		}
+		return nil
+	}
+	if err := appconfig.Parse(fs, args, o.common.Validate, o.server.Validate, writeWait); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func run(args []string) error {
+	o, err := parse(args)
+	if err != nil {
 		return err
 	}
-	if err := errors.Join(common.Validate(), server.Validate()); err != nil {
-		return err
-	}
-	if *writeWait >= server.WriteTimeout {
-		return fmt.Errorf("write-wait %v must be below write-timeout %v", *writeWait, server.WriteTimeout)
-	}
+	common, plugins, server := &o.common, &o.plugins, &o.server
 	log := common.Logger("api")
 	ctx, stop := appconfig.SignalContext()
 	defer stop()
@@ -76,7 +96,7 @@ func run(args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ready := appconfig.Readiness(nc, store.Ping)
-	api, err := httpapi.New(server.Apply(httpapi.Config{PublicURL: *publicURL}), store, keys, log, reg, ready)
+	api, err := httpapi.New(server.Apply(httpapi.Config{PublicURL: o.publicURL}), store, keys, log, reg, ready)
 	if err != nil {
 		return err
 	}
@@ -84,12 +104,12 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	watcher, err := progress.Watch(ctx, kv, *consumer)
+	watcher, err := progress.Watch(ctx, kv, o.consumer)
 	if err != nil {
 		return err
 	}
 	defer watcher.Stop()
-	api.SetPersonWrites(httpapi.PersonWrites{JS: js, Progress: watcher, Activity: activity.New(store.Conn()), Wait: *writeWait})
+	api.SetPersonWrites(httpapi.PersonWrites{JS: js, Progress: watcher, Activity: activity.New(store.Conn()), Wait: o.writeWait})
 	// Plugins: KV buckets, object store and event stream on the same
 	// JetStream; closed with the NATS connection.
 	pluginService, err := plugins.Open(ctx, js, keys, store.Conn(), log, reg)
@@ -109,8 +129,8 @@ func run(args []string) error {
 		return err
 	}
 	defer stopOps()
-	srv := server.Server(*addr, api.Handler())
-	log.Info("api listening", "addr", *addr, "metrics", server.MetricsAddr)
+	srv := server.Server(o.addr, api.Handler())
+	log.Info("api listening", "addr", o.addr, "metrics", server.MetricsAddr)
 	// Serve returns after in-flight requests finish; the deferred closes
 	// then release the key watchers and connections.
 	if err := appconfig.Serve(ctx, srv, log); err != nil && !errors.Is(err, http.ErrServerClosed) {

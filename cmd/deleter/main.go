@@ -40,8 +40,9 @@ func parse(name string, args []string, withServer bool) (*options, error) {
 	o := &options{cfg: deletion.DefaultConfig()}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	o.common.Bind(fs)
-	fs.IntVar(&o.cfg.BatchSize, "batch-size", appconfig.EnvInt("DELETER_BATCH_SIZE", o.cfg.BatchSize), "most persons per mutation (env DELETER_BATCH_SIZE)")
-	fs.DurationVar(&o.cfg.MutationTimeout, "mutation-timeout", appconfig.EnvDuration("DELETER_MUTATION_TIMEOUT", o.cfg.MutationTimeout), "longest wait for one mutation; its requests then fail for this run (env DELETER_MUTATION_TIMEOUT)")
+	env := &o.common.Env
+	fs.IntVar(&o.cfg.BatchSize, "batch-size", env.Int("DELETER_BATCH_SIZE", o.cfg.BatchSize), "most persons per mutation (env DELETER_BATCH_SIZE)")
+	fs.DurationVar(&o.cfg.MutationTimeout, "mutation-timeout", env.Duration("DELETER_MUTATION_TIMEOUT", o.cfg.MutationTimeout), "longest wait for one mutation; its requests then fail for this run (env DELETER_MUTATION_TIMEOUT)")
 	if withServer {
 		// os.LookupEnv, not appconfig.Env: an empty DELETER_SCHEDULE
 		// disables the schedule rather than meaning the default.
@@ -53,13 +54,7 @@ func parse(name string, args []string, withServer bool) (*options, error) {
 	} else {
 		o.cfg.Schedule = ""
 	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
-	}
-	if err := errors.Join(o.common.Validate(), o.cfg.Validate()); err != nil {
+	if err := appconfig.Parse(fs, args, o.common.Validate, o.cfg.Validate); err != nil {
 		return nil, err
 	}
 	return o, nil

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,14 +22,7 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-func build(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "deleter")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
+func build(t *testing.T) string { return testenv.Build(t, ".") }
 
 func env(t *testing.T, database string, extra ...string) []string {
 	return append(append(os.Environ(), "CLICKHOUSE_ADDR="+testenv.ClickHouseAddr(t), "CLICKHOUSE_DATABASE="+database), extra...)

@@ -34,41 +34,61 @@ func main() {
 		appconfig.Command{Name: "publish", Run: publish})
 }
 
-func run(args []string) error {
-	var common appconfig.Common
-	cfg := ingest.DefaultConfig()
+// runOptions are the settings of `ingester run`.
+type runOptions struct {
+	common         appconfig.Common
+	cfg            ingest.Config
+	metricsAddr    string
+	memoryLimitMiB int
+}
+
+// parseRun reads flags, with environment variables as their defaults, and
+// refuses malformed or invalid values naming them.
+func parseRun(args []string) (*runOptions, error) {
+	o := &runOptions{cfg: ingest.DefaultConfig()}
+	env := &o.common.Env
 	fs := flag.NewFlagSet("ingester run", flag.ContinueOnError)
-	common.Bind(fs)
-	metricsAddr := fs.String("metrics-addr", appconfig.Env("INGESTER_METRICS_ADDR", "127.0.0.1:9101"), "address of /metrics, /healthz and /readyz (env INGESTER_METRICS_ADDR)")
-	fs.StringVar(&cfg.Consumer, "consumer", appconfig.Env("INGESTER_CONSUMER", cfg.Consumer), "durable consumer name (env INGESTER_CONSUMER)")
-	fs.IntVar(&cfg.BatchSize, "batch-size", appconfig.EnvInt("INGESTER_BATCH_SIZE", cfg.BatchSize), "most messages per batch (env INGESTER_BATCH_SIZE)")
-	fs.DurationVar(&cfg.BatchWait, "batch-wait", appconfig.EnvDuration("INGESTER_BATCH_WAIT", cfg.BatchWait), "longest wait for a batch to fill (env INGESTER_BATCH_WAIT)")
-	fs.IntVar(&cfg.MaxCachedPersons, "max-cached-persons", appconfig.EnvInt("INGESTER_MAX_CACHED_PERSONS", cfg.MaxCachedPersons), "persons kept in memory between batches (env INGESTER_MAX_CACHED_PERSONS)")
-	fs.DurationVar(&cfg.AckWait, "ack-wait", appconfig.EnvDuration("INGESTER_ACK_WAIT", cfg.AckWait), "JetStream ack wait (env INGESTER_ACK_WAIT)")
-	bindStreams(fs, &cfg.Streams)
-	legacy := fs.Int("legacy-commands-until", appconfig.EnvInt("INGESTER_LEGACY_COMMANDS_UNTIL", 0), "honour commands found on events.<project> up to this stream sequence, for rebuilding from a log written before commands had their own subject; 0: none (env INGESTER_LEGACY_COMMANDS_UNTIL)")
-	fs.IntVar(&cfg.MaxPersonBytes, "max-person-bytes", appconfig.EnvInt("INGESTER_MAX_PERSON_BYTES", cfg.MaxPersonBytes), "most bytes of a person's properties (JSON); larger changes are refused with a warning; 0: no bound (env INGESTER_MAX_PERSON_BYTES)")
-	if err := fs.Parse(args); err != nil {
+	o.common.Bind(fs)
+	fs.StringVar(&o.metricsAddr, "metrics-addr", appconfig.Env("INGESTER_METRICS_ADDR", "127.0.0.1:9101"), "address of /metrics, /healthz and /readyz (env INGESTER_METRICS_ADDR)")
+	fs.StringVar(&o.cfg.Consumer, "consumer", appconfig.Env("INGESTER_CONSUMER", o.cfg.Consumer), "durable consumer name (env INGESTER_CONSUMER)")
+	fs.IntVar(&o.cfg.BatchSize, "batch-size", env.Int("INGESTER_BATCH_SIZE", o.cfg.BatchSize), "most messages per batch (env INGESTER_BATCH_SIZE)")
+	fs.DurationVar(&o.cfg.BatchWait, "batch-wait", env.Duration("INGESTER_BATCH_WAIT", o.cfg.BatchWait), "longest wait for a batch to fill (env INGESTER_BATCH_WAIT)")
+	fs.IntVar(&o.cfg.MaxCachedPersons, "max-cached-persons", env.Int("INGESTER_MAX_CACHED_PERSONS", o.cfg.MaxCachedPersons), "persons kept in memory between batches (env INGESTER_MAX_CACHED_PERSONS)")
+	fs.DurationVar(&o.cfg.AckWait, "ack-wait", env.Duration("INGESTER_ACK_WAIT", o.cfg.AckWait), "JetStream ack wait (env INGESTER_ACK_WAIT)")
+	fs.DurationVar(&o.cfg.ShutdownGrace, "shutdown-grace", env.Duration("INGESTER_SHUTDOWN_GRACE", o.cfg.ShutdownGrace), "on SIGINT/SIGTERM, how long the batch in hand may still take to commit; after it the batch is left unacknowledged for the next start (env INGESTER_SHUTDOWN_GRACE)")
+	fs.IntVar(&o.memoryLimitMiB, "memory-limit-mib", env.Int("INGESTER_MEMORY_LIMIT_MIB", 1024), "Go soft memory limit in MiB unless GOMEMLIMIT is set; 0 for none (env INGESTER_MEMORY_LIMIT_MIB)")
+	bindStreams(fs, &o.cfg.Streams, env)
+	legacy := fs.Int("legacy-commands-until", env.Int("INGESTER_LEGACY_COMMANDS_UNTIL", 0), "honour commands found on events.<project> up to this stream sequence, for rebuilding from a log written before commands had their own subject; 0: none (env INGESTER_LEGACY_COMMANDS_UNTIL)")
+	fs.IntVar(&o.cfg.MaxPersonBytes, "max-person-bytes", env.Int("INGESTER_MAX_PERSON_BYTES", o.cfg.MaxPersonBytes), "most bytes of a person's properties (JSON); larger changes are refused with a warning; 0: no bound (env INGESTER_MAX_PERSON_BYTES)")
+	legacyValid := func() error {
+		if *legacy < 0 {
+			return errors.New("-legacy-commands-until must not be negative")
+		}
+		o.cfg.LegacyCommandsUntil = uint64(*legacy)
+		return nil
+	}
+	if err := appconfig.Parse(fs, args, o.common.Validate, legacyValid, o.cfg.Validate); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func run(args []string) error {
+	o, err := parseRun(args)
+	if err != nil {
 		return err
 	}
-	if *legacy < 0 {
-		return errors.New("-legacy-commands-until must not be negative")
-	}
-	cfg.LegacyCommandsUntil = uint64(*legacy)
-	if err := errors.Join(common.Validate(), cfg.Validate()); err != nil {
-		return err
-	}
-	log := common.Logger("ingester")
-	appconfig.TuneGC(log, appconfig.EnvInt("INGESTER_MEMORY_LIMIT_MIB", 1024))
+	log := o.common.Logger("ingester")
+	appconfig.TuneGC(log, o.memoryLimitMiB)
 	ctx, stop := appconfig.SignalContext()
 	defer stop()
 
-	store, err := common.CurrentClickHouse(ctx)
+	store, err := o.common.CurrentClickHouse(ctx)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	nc, js, err := common.NATS("ingester")
+	nc, js, err := o.common.NATS("ingester")
 	if err != nil {
 		return err
 	}
@@ -76,13 +96,13 @@ func run(args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	ing, err := ingest.New(cfg, js, store, log, reg)
+	ing, err := ingest.New(o.cfg, js, store, log, reg)
 	if err != nil {
 		return err
 	}
 	// Order of shutdown: the consumer stops pulling and commits its batch
 	// (Run returns), then the metrics server stops, then connections close.
-	stopOps, err := appconfig.OpsServer(*metricsAddr, reg, func(ctx context.Context) error {
+	stopOps, err := appconfig.OpsServer(o.metricsAddr, reg, func(ctx context.Context) error {
 		if !nc.IsConnected() {
 			return errors.New("nats disconnected")
 		}
@@ -91,7 +111,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("ingester starting", "nats", redacted(common.NATSURL), "clickhouse", common.ClickHouseAddr, "database", common.ClickHouseDatabase, "metrics", *metricsAddr)
+	log.Info("ingester starting", "nats", redacted(o.common.NATSURL), "clickhouse", o.common.ClickHouseAddr, "database", o.common.ClickHouseDatabase, "metrics", o.metricsAddr)
 	runErr := ing.Run(ctx)
 	stopOps()
 	return runErr
@@ -131,20 +151,21 @@ func publish(args []string) error {
 	project := fs.Uint64("project", 0, "project id the events belong to (required)")
 	window := fs.Int("window", 1000, "most unacknowledged publishes in flight")
 	var streams stream.Config
-	bindStreams(fs, &streams)
+	bindStreams(fs, &streams, &common.Env)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: ingester publish -project N [FILE|-]\n\nPublishes one event envelope per line (docs/events.md); uuid and timestamp are filled in when missing.")
 		fs.PrintDefaults()
 	}
+	// Not appconfig.Parse: publish takes a file argument.
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := errors.Join(common.Validate(), streams.Validate()); err != nil {
 		return err
 	}
 	if *project == 0 {
 		fs.Usage()
 		return errors.New("-project is required")
-	}
-	if err := streams.Validate(); err != nil {
-		return err
 	}
 	in := io.Reader(os.Stdin)
 	if name := fs.Arg(0); name != "" && name != "-" {
@@ -173,11 +194,11 @@ func publish(args []string) error {
 // bindStreams binds the settings the streams and the progress bucket are
 // created with when missing (run and publish create them). Existing ones
 // are used as they are: change those with the nats CLI.
-func bindStreams(fs *flag.FlagSet, c *stream.Config) {
-	fs.IntVar(&c.Replicas, "stream-replicas", appconfig.EnvInt("INGESTER_STREAM_REPLICAS", 1), "replicas of the streams and the progress bucket, when created (env INGESTER_STREAM_REPLICAS)")
-	fs.DurationVar(&c.DuplicateWindow, "stream-duplicate-window", appconfig.EnvDuration("INGESTER_STREAM_DUPLICATE_WINDOW", 10*time.Minute), "Nats-Msg-Id dedupe window of the events stream, when created (env INGESTER_STREAM_DUPLICATE_WINDOW)")
-	fs.Int64Var(&c.MaxBytes, "stream-max-bytes", int64(appconfig.EnvInt("INGESTER_STREAM_MAX_BYTES", 0)), "byte limit of the events stream, when created; a full stream refuses publishes; 0: no limit (env INGESTER_STREAM_MAX_BYTES)")
-	fs.DurationVar(&c.DeadLetterMaxAge, "dlq-max-age", appconfig.EnvDuration("INGESTER_DLQ_MAX_AGE", 30*24*time.Hour), "how long dead letters are kept, when the dead-letter stream is created (env INGESTER_DLQ_MAX_AGE)")
+func bindStreams(fs *flag.FlagSet, c *stream.Config, env *appconfig.EnvReader) {
+	fs.IntVar(&c.Replicas, "stream-replicas", env.Int("INGESTER_STREAM_REPLICAS", 1), "replicas of the streams and the progress bucket, when created (env INGESTER_STREAM_REPLICAS)")
+	fs.DurationVar(&c.DuplicateWindow, "stream-duplicate-window", env.Duration("INGESTER_STREAM_DUPLICATE_WINDOW", 10*time.Minute), "Nats-Msg-Id dedupe window of the events stream, when created (env INGESTER_STREAM_DUPLICATE_WINDOW)")
+	fs.Int64Var(&c.MaxBytes, "stream-max-bytes", int64(env.Int("INGESTER_STREAM_MAX_BYTES", 0)), "byte limit of the events stream, when created; a full stream refuses publishes; 0: no limit (env INGESTER_STREAM_MAX_BYTES)")
+	fs.DurationVar(&c.DeadLetterMaxAge, "dlq-max-age", env.Duration("INGESTER_DLQ_MAX_AGE", 30*24*time.Hour), "how long dead letters are kept, when the dead-letter stream is created (env INGESTER_DLQ_MAX_AGE)")
 }
 
 // redacted is a NATS URL with its password hidden, for logs.

@@ -43,6 +43,8 @@ type config struct {
 	chHTTPPort     int
 	database       string
 	common         appconfig.Common
+	plugins        plugin.Settings
+	apiServer      httpapi.Settings
 }
 
 func main() {
@@ -52,28 +54,35 @@ func main() {
 	}
 }
 
-func run() error {
-	var cfg config
+// parse reads flags, with environment variables as their defaults, and
+// refuses malformed values naming them.
+func parse(args []string) (*config, error) {
+	cfg := &config{}
+	env := &cfg.common.Env
 	fs := flag.NewFlagSet("stack", flag.ContinueOnError)
 	fs.StringVar(&cfg.dir, "dir", appconfig.Env("STACK_DIR", ".data"), "folder for ClickHouse and NATS data (env STACK_DIR)")
 	fs.StringVar(&cfg.apiAddr, "api-addr", appconfig.Env("API_ADDR", "127.0.0.1:8000"), "API listen address (env API_ADDR)")
-	fs.IntVar(&cfg.natsPort, "nats-port", appconfig.EnvInt("STACK_NATS_PORT", 4222), "port of the embedded NATS server (env STACK_NATS_PORT)")
+	fs.IntVar(&cfg.natsPort, "nats-port", env.Int("STACK_NATS_PORT", 4222), "port of the embedded NATS server (env STACK_NATS_PORT)")
 	fs.StringVar(&cfg.clickhouseAddr, "clickhouse-addr", appconfig.Env("CLICKHOUSE_ADDR", ""), "use this ClickHouse instead of starting one (env CLICKHOUSE_ADDR)")
-	fs.IntVar(&cfg.chTCPPort, "clickhouse-port", appconfig.EnvInt("STACK_CLICKHOUSE_PORT", 19000), "native port of the private ClickHouse (env STACK_CLICKHOUSE_PORT)")
-	fs.IntVar(&cfg.chHTTPPort, "clickhouse-http-port", appconfig.EnvInt("STACK_CLICKHOUSE_HTTP_PORT", 18123), "HTTP port of the private ClickHouse (env STACK_CLICKHOUSE_HTTP_PORT)")
+	fs.IntVar(&cfg.chTCPPort, "clickhouse-port", env.Int("STACK_CLICKHOUSE_PORT", 19000), "native port of the private ClickHouse (env STACK_CLICKHOUSE_PORT)")
+	fs.IntVar(&cfg.chHTTPPort, "clickhouse-http-port", env.Int("STACK_CLICKHOUSE_HTTP_PORT", 18123), "HTTP port of the private ClickHouse (env STACK_CLICKHOUSE_HTTP_PORT)")
 	fs.StringVar(&cfg.database, "clickhouse-database", appconfig.Env("CLICKHOUSE_DATABASE", "personhub"), "ClickHouse database (env CLICKHOUSE_DATABASE)")
 	fs.StringVar(&cfg.common.LogLevel, "log-level", appconfig.Env("LOG_LEVEL", "info"), "log level (env LOG_LEVEL)")
-	var apiServer httpapi.Settings
-	apiServer.Bind(fs)
-	var plugins plugin.Settings
-	plugins.Bind(fs)
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		return err
-	}
-	if err := apiServer.Validate(); err != nil {
-		return err
-	}
+	cfg.apiServer.Bind(fs, env)
+	cfg.plugins.Bind(fs)
 	cfg.common.LogFormat = "text"
+	if err := appconfig.Parse(fs, args, cfg.common.ValidateLogging, cfg.apiServer.Validate); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func run() error {
+	cfg, err := parse(os.Args[1:])
+	if err != nil {
+		return err
+	}
+	plugins, apiServer := &cfg.plugins, &cfg.apiServer
 	root := slog.New(cfg.common.Handler())
 	log := root.With("component", "stack")
 	ctx, stop := appconfig.SignalContext()
@@ -216,7 +225,7 @@ func run() error {
 	return firstErr
 }
 
-func banner(cfg config, b bootstrapState, natsURL, chAddr string) {
+func banner(cfg *config, b bootstrapState, natsURL, chAddr string) {
 	url := "http://" + cfg.apiAddr
 	fmt.Printf(`
   personhub is running (Ctrl-C stops it; data stays in %s)

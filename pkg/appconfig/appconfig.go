@@ -24,7 +24,9 @@ import (
 	"github.com/personhub/personhub/pkg/chstore"
 )
 
-// Env returns the environment variable or def.
+// Env returns the environment variable or def. A string cannot be
+// malformed; settings with a syntax are read through EnvReader, which
+// refuses what it cannot parse.
 func Env(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok && v != "" {
 		return v
@@ -32,21 +34,49 @@ func Env(name, def string) string {
 	return def
 }
 
-// EnvInt returns the environment variable as an int, or def.
-func EnvInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return v
+// EnvReader reads typed environment variables as flag defaults and keeps
+// the ones it cannot parse, so that the binary refuses to start naming the
+// variable (Err, reported by Common.Validate) rather than quietly running
+// on the default: an operator who sets INGESTER_BATCH_SIZE=5k meant
+// something. An unset or empty variable means the default.
+type EnvReader struct{ errs []error }
+
+// Int returns the variable as an int, or def when it is unset or empty.
+func (e *EnvReader) Int(name string, def int) int {
+	v, ok := e.lookup(name)
+	if !ok {
+		return def
 	}
-	return def
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: not an integer", name, v))
+		return def
+	}
+	return n
 }
 
-// EnvDuration returns the environment variable as a duration, or def.
-func EnvDuration(name string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
-		return v
+// Duration returns the variable as a duration, or def when it is unset or
+// empty.
+func (e *EnvReader) Duration(name string, def time.Duration) time.Duration {
+	v, ok := e.lookup(name)
+	if !ok {
+		return def
 	}
-	return def
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: not a duration (write it with a unit: 500ms, 5s, 2m)", name, v))
+		return def
+	}
+	return d
 }
+
+func (e *EnvReader) lookup(name string) (string, bool) {
+	v := strings.TrimSpace(os.Getenv(name))
+	return v, v != ""
+}
+
+// Err reports every malformed variable read so far, or nil.
+func (e *EnvReader) Err() error { return errors.Join(e.errs...) }
 
 // Common holds the settings every binary shares.
 type Common struct {
@@ -57,6 +87,9 @@ type Common struct {
 	ClickHousePassword string
 	LogLevel           string
 	LogFormat          string
+	// Env reads the binary's typed variables; Validate reports the
+	// malformed ones.
+	Env EnvReader
 }
 
 // Bind registers the common flags on fs.
@@ -79,6 +112,15 @@ func (c *Common) Validate() error {
 	if c.ClickHouseAddr == "" {
 		errs = append(errs, errors.New("clickhouse-addr is empty"))
 	}
+	errs = append(errs, c.ValidateLogging())
+	return errors.Join(errs...)
+}
+
+// ValidateLogging checks the environment and the log settings only, for a
+// binary (cmd/stack) that connects to nothing given.
+func (c *Common) ValidateLogging() error {
+	var errs []error
+	errs = append(errs, c.Env.Err())
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
@@ -191,4 +233,22 @@ func TuneGC(log *slog.Logger, limitMiB int) {
 		debug.SetMemoryLimit(int64(limitMiB) << 20)
 		log.Debug("go memory limit", "mib", limitMiB)
 	}
+}
+
+// Parse parses args into fs, refuses positional arguments, and runs the
+// checks (the Validate methods of the binary's settings, which report
+// malformed environment values too), joining every failure into one error
+// so that an operator fixes them all at once.
+func Parse(fs *flag.FlagSet, args []string, checks ...func() error) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	errs := make([]error, len(checks))
+	for i, check := range checks {
+		errs[i] = check()
+	}
+	return errors.Join(errs...)
 }

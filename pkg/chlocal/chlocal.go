@@ -141,6 +141,17 @@ func (s *Server) Stop() error {
 	return nil
 }
 
+// Kill stops the server with SIGKILL, as a crash or the OOM killer would,
+// and waits for it to exit; fault tests use it. Its data stays under dir
+// for a restart.
+func (s *Server) Kill() {
+	if s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
 func config(dir string, tcpPort, httpPort int) string {
 	r := strings.NewReplacer("{dir}", filepath.Join(dir, "data"), "{tcp}", strconv.Itoa(tcpPort), "{http}", strconv.Itoa(httpPort))
 	return r.Replace(`<?xml version="1.0"?>

@@ -23,15 +23,21 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/personhub/personhub/pkg/shutdown"
 )
 
 // ErrBusy is returned by RunOnce while another run of the same Runner is
 // in progress.
 var ErrBusy = errors.New("a deletion run is already in progress")
 
-// stepTimeout bounds one statement. Statements run to completion even when
-// the run's context is cancelled (shutdown lets the current step finish).
-const stepTimeout = 10 * time.Minute
+// stepTimeout bounds one statement. A statement in hand when the run's
+// context is cancelled may finish within shutdownGrace (shutdown lets the
+// current step finish, but a dead ClickHouse cannot hold it).
+const (
+	stepTimeout   = 10 * time.Minute
+	shutdownGrace = 10 * time.Second
+)
 
 // Runner executes deletion requests against one ClickHouse database.
 type Runner struct {
@@ -81,7 +87,9 @@ func (r *Runner) RunOnce(ctx context.Context) (Summary, error) {
 	elapsed := time.Since(start)
 	r.m.lastRun.Set(float64(time.Now().UnixNano()) / 1e9)
 	r.m.lastDuration.Set(elapsed.Seconds())
-	r.refreshPending(context.WithoutCancel(ctx))
+	gctx, stop := shutdown.Grace(ctx, shutdownGrace)
+	r.refreshPending(gctx)
+	stop()
 	if err != nil && ctx.Err() != nil {
 		// Cancelled while reading or marking the requests: nothing was
 		// deleted, and the next run takes them all again.
@@ -175,10 +183,12 @@ func countAll(batches [][]Request) int {
 	return n
 }
 
-// step gives a statement a context that outlives the run's cancellation,
-// so shutdown lets the statement in hand finish.
+// step gives a statement a context that outlives the run's cancellation
+// by shutdownGrace, so shutdown lets the statement in hand finish.
 func step(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stepTimeout)
+	gctx, stop := shutdown.Grace(ctx, shutdownGrace)
+	ctx, cancelStep := context.WithTimeout(gctx, stepTimeout)
+	cancel := func() { cancelStep(); stop() }
 	// A batch's id lists are spliced into its statements (client-side
 	// binding): allow statements of up to 8 MiB, so that one mutation can
 	// cover a whole run's persons (each mutation rewrites every part it

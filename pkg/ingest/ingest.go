@@ -26,6 +26,7 @@ import (
 	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/progress"
+	"github.com/personhub/personhub/pkg/shutdown"
 	"github.com/personhub/personhub/pkg/stream"
 )
 
@@ -55,6 +56,12 @@ type Config struct {
 	// no bound. A fold rule: replays must use the same value to get the
 	// same persons.
 	MaxPersonBytes int
+	// ShutdownGrace is how long after Run's context is cancelled the
+	// batch in hand may still take to commit (retries included). Past it
+	// the batch is abandoned unacknowledged, so a dead ClickHouse cannot
+	// hold a shutdown; the next start delivers it again from the last
+	// commit.
+	ShutdownGrace time.Duration
 }
 
 // Validate checks the configuration.
@@ -70,6 +77,8 @@ func (c Config) Validate() error {
 		return errors.New("ack wait must be at least 5s")
 	case c.MaxPersonBytes < 0:
 		return fmt.Errorf("max person bytes %d is negative", c.MaxPersonBytes)
+	case c.ShutdownGrace <= 0:
+		return errors.New("shutdown grace must be positive")
 	}
 	return c.Streams.Validate()
 }
@@ -77,7 +86,7 @@ func (c Config) Validate() error {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{Consumer: "ingester", BatchSize: 20000, BatchWait: 200 * time.Millisecond, MaxCachedPersons: 500_000, AckWait: 2 * time.Minute,
-		MaxPersonBytes: fold.DefaultMaxPersonBytes}
+		MaxPersonBytes: fold.DefaultMaxPersonBytes, ShutdownGrace: 10 * time.Second}
 }
 
 // Store is what the ingester needs from ClickHouse.
@@ -234,12 +243,15 @@ func (i *Ingester) recover(ctx context.Context) error {
 // redelivered. The messages stay in hand, so order is kept; InProgress
 // keeps JetStream from redelivering them meanwhile.
 //
-// A shutdown finishes the batch in hand (with a fresh context) rather than
-// abandoning it; only repeated failures during shutdown give up, leaving
-// the messages to be delivered again to the next run.
+// A shutdown lets the batch in hand finish, retries included, for up to
+// ShutdownGrace; then it gives up without acknowledging, and the messages
+// are delivered again to the next run (which starts from the last commit).
+// Nothing is ever acknowledged that ClickHouse did not accept.
 func (i *Ingester) processUntilDone(ctx context.Context, batch []*pending) error {
+	gctx, stop := shutdown.Grace(ctx, i.cfg.ShutdownGrace)
+	defer stop()
 	for attempt := 0; ; attempt++ {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		fctx, cancel := context.WithTimeout(gctx, 5*time.Minute)
 		err := i.process(fctx, batch)
 		cancel()
 		if err == nil {
@@ -247,18 +259,25 @@ func (i *Ingester) processUntilDone(ctx context.Context, batch []*pending) error
 		}
 		i.metrics.failures.Inc()
 		i.log.Error("batch failed; retrying from the stored state", "err", err, "first_seq", batch[0].seq, "messages", len(batch), "attempt", attempt+1)
-		if ctx.Err() != nil && attempt >= 2 {
-			return fmt.Errorf("shutting down with an uncommitted batch (it will be delivered again): %w", err)
+		// A stop asked for during the wait retries at once: the grace
+		// period is better spent trying than sleeping.
+		stopping := ctx.Done()
+		if ctx.Err() != nil {
+			stopping = nil
 		}
 		select {
 		case <-time.After(backoff(attempt)):
-		case <-ctx.Done():
+		case <-stopping:
+		case <-gctx.Done():
+		}
+		if gctx.Err() != nil {
+			return fmt.Errorf("shutting down with an uncommitted batch (not acknowledged; the next start delivers it again from seq %d): %w", i.folder.Committed+1, err)
 		}
 		for _, p := range batch {
 			_ = p.msg.InProgress()
 		}
-		if err := i.recover(context.WithoutCancel(ctx)); err != nil {
-			return err
+		if err := i.recover(gctx); err != nil {
+			return fmt.Errorf("shutting down with an uncommitted batch (not acknowledged): %w", err)
 		}
 		for _, p := range batch {
 			p.skip = p.seq <= i.folder.Committed

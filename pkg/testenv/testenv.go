@@ -7,6 +7,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,6 +121,7 @@ type NATS struct {
 	Conn   *nats.Conn
 	JS     jetstream.JetStream
 	Dir    string
+	port   int
 }
 
 // StartNATS starts a JetStream server on a free port with its store under a
@@ -129,8 +131,28 @@ func StartNATS(t testing.TB, dir string) *NATS {
 	if dir == "" {
 		dir = t.TempDir()
 	}
+	n := &NATS{Dir: dir, port: -1}
+	n.StartServer(t)
+	nc, err := nats.Connect(n.Server.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Conn, n.JS = nc, js
+	t.Cleanup(n.Stop)
+	return n
+}
+
+// StartServer starts the server (again, after ShutdownServer) on the same
+// port and store folder, as an operator's restart would; clients
+// reconnect.
+func (n *NATS) StartServer(t testing.TB) {
+	t.Helper()
 	srv, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true,
+		Host: "127.0.0.1", Port: n.port, JetStream: true, StoreDir: n.Dir, NoLog: true, NoSigs: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -139,22 +161,18 @@ func StartNATS(t testing.TB, dir string) *NATS {
 	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats server did not start")
 	}
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &NATS{Server: srv, Conn: nc, JS: js, Dir: dir}
-	t.Cleanup(n.Stop)
-	return n
+	n.Server = srv
+	n.port = srv.Addr().(*net.TCPAddr).Port
+}
+
+// ShutdownServer stops the server, leaving the client to reconnect.
+func (n *NATS) ShutdownServer() {
+	n.Server.Shutdown()
+	n.Server.WaitForShutdown()
 }
 
 // Stop closes the client and shuts the server down; safe to call twice.
 func (n *NATS) Stop() {
 	n.Conn.Close()
-	n.Server.Shutdown()
-	n.Server.WaitForShutdown()
+	n.ShutdownServer()
 }

@@ -44,6 +44,11 @@ func command(name, distinctID string, props map[string]any, set map[string]any, 
 	return Message{Body: string(b), Command: true}
 }
 
+// DeletePerson is the API's command deleting a person and its events.
+func DeletePerson(personID uint64) Message {
+	return command(event.DeletePerson, "api", map[string]any{event.PropPersonID: personID, event.PropDeleteEvents: true}, nil, nil)
+}
+
 // Workload makes a deterministic mix of envelopes over a small set of
 // distinct ids, so merges, chains, refused merges and illegal ids all
 // happen: creations, $set, $set_once, $unset, $identify, $create_alias,

@@ -1,0 +1,68 @@
+package fault
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/personhub/personhub/pkg/testenv"
+)
+
+// ClickHouse killed (SIGKILL) and restarted while the ingester folds and
+// the API serves reads and writes; killed again, then the ingester and
+// the API are stopped with SIGINT. Asserted: no answer is a 500 or a
+// dropped connection; during the outage reads answer 503 with
+// Retry-After and writes 202 (accepted into the log) or 503; the ingester
+// resumes by itself after the restart; each binary exits within 30 s of
+// SIGINT with ClickHouse dead, having acknowledged nothing it did not
+// store; after a restart of everything the state equals an uninterrupted
+// run of the same stream.
+func TestClickHouseKilledMidIngestAndMidRequest(t *testing.T) {
+	s := newSystem(t)
+	last, ing, srv, l := s.startBusy(7)
+	before := s.committed()
+	s.ch.Kill()
+	// Answers to requests that raced the kill are not judged by phase.
+	l.setPhase("clickhouse dying")
+	time.Sleep(300 * time.Millisecond)
+	l.setPhase("clickhouse down")
+	time.Sleep(3 * time.Second)
+	s.ch.Restart(t)
+	l.setPhase("clickhouse restarted")
+	// The ingester resumes by itself and finishes the workload.
+	testenv.WaitCommitted(t, s.store, "ingester", last, 2*time.Minute)
+	l.setPhase("up")
+	time.Sleep(500 * time.Millisecond)
+	l.finish(t)
+	if before >= last {
+		t.Errorf("ClickHouse was killed after the workload was folded (commit %d of %d): not mid-ingest", before, last)
+	}
+	testenv.WaitCommitted(t, s.store, "ingester", s.lastSeq(), time.Minute)
+	s.assertEqualsReference("a ClickHouse kill mid-ingest")
+	l.assertNo5xx(t)
+	l.assertOnly(t, "clickhouse down", "GET", 503)
+	l.assertOnly(t, "clickhouse down", "PATCH", 202, 503)
+	// The workload deletes and merges persons: the one read may be gone.
+	l.assertOnly(t, "up", "GET", 200, 404)
+
+	// Stop both with ClickHouse dead, while the ingester holds a batch.
+	failed := strings.Count(ing.Stderr(), "batch failed")
+	s.ch.Kill()
+	s.publishMore(500)
+	testenv.WaitFor(t, 30*time.Second, "the ingester failing a batch", func() (bool, error) {
+		return strings.Count(ing.Stderr(), "batch failed") > failed, nil
+	})
+	s.stop(srv, "api")
+	s.stop(ing, "ingester")
+	acked := s.ackFloor()
+	s.ch.Restart(t)
+	if c := s.committed(); acked > c {
+		t.Fatalf("the ingester acknowledged up to seq %d but committed only %d", acked, c)
+	}
+
+	// Restart everything; the next start delivers from the last commit.
+	ing = s.start(testenv.Build(t, module+"ingester"), "run")
+	testenv.WaitCommitted(t, s.store, "ingester", s.lastSeq(), 2*time.Minute)
+	s.stop(ing, "ingester")
+	s.assertEqualsReference("ClickHouse kills and SIGINTs")
+}
