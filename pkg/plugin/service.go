@@ -265,7 +265,7 @@ func applyFields(p *Plugin, in PluginInput) {
 		p.Icon = in.Icon.Value
 	}
 	if in.ConfigSchema.Set {
-		p.ConfigSchema = in.ConfigSchema.Value
+		p.setSchema(in.ConfigSchema.Value)
 	}
 	if in.Tag.Set {
 		p.Tag = in.Tag.Value

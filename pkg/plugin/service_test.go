@@ -258,7 +258,7 @@ func TestBuiltinRepositoryInstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Name != "Drop events" || *p.Tag != "v1.0.0" || !p.IsTransformation() || len(plugin.SecretKeys(p.ConfigSchema)) != 0 {
+	if p.Name != "Drop events" || *p.Tag != "v1.0.0" || !p.IsTransformation() || len(p.SecretKeys) != 0 {
 		t.Fatalf("%+v", p)
 	}
 	b, err := e.svc.Source(ctx, e.actor, p.ID)

@@ -87,7 +87,7 @@ func (s *Service) UpdateSource(ctx context.Context, actor Actor, id uint64, chan
 		case fileManifest:
 			m, err := ParseManifest([]byte(*src))
 			if err != nil {
-				return nil, invalid(fileManifest, "Invalid plugin.json: %s", err.(*ManifestError).Detail)
+				return nil, invalidManifest(err.(*ManifestError), fileManifest)
 			}
 			manifest = &m
 		}
@@ -125,7 +125,7 @@ func (s *Service) UpdateSource(ctx context.Context, actor Actor, id uint64, chan
 				p.Name = manifest.Name
 			}
 			if manifest.Config != nil {
-				p.ConfigSchema = manifest.Config
+				p.setSchema(manifest.Config)
 			}
 		}
 		entry := entryFile(next)
