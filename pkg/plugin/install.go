@@ -351,8 +351,14 @@ func (ins installed) apply(p *Plugin, in PluginInput) {
 }
 
 // insert stores a new plugin: id, URL claim (for plugins with a URL),
-// source files, record; then activity and event.
+// source files, record; then activity and event. Everything that can
+// refuse the plugin is checked before the first write; a write failing
+// after that undoes the earlier ones, so a refused create leaves nothing.
 func (s *Service) insert(ctx context.Context, actor Actor, p Plugin, bundle Bundle) (Plugin, error) {
+	p.normalize()
+	if err := checkRecord(p); err != nil {
+		return Plugin{}, err
+	}
 	id, err := s.st.nextID(ctx, BucketPlugins)
 	if err != nil {
 		return Plugin{}, err
@@ -380,7 +386,6 @@ func (s *Service) insert(ctx context.Context, actor Actor, p Plugin, bundle Bund
 		undo()
 		return Plugin{}, err
 	}
-	p.normalize()
 	rev, err := put(wctx, s.st.plugins, idKey(id), p, 0)
 	if err != nil {
 		_ = s.st.deleteBundle(wctx, p.Sources)

@@ -240,7 +240,7 @@ func (s *Service) Patch(ctx context.Context, actor Actor, id uint64, in PluginIn
 		}
 		applyFields(p, in)
 		p.UpdatedAt = time.Now().UTC()
-		return nil
+		return checkRecord(*p)
 	})
 	if err != nil {
 		return Plugin{}, err

@@ -150,6 +150,9 @@ func (s *Service) UpdateSource(ctx context.Context, actor Actor, id uint64, chan
 		}
 		_, p.SiteApp = next[fileSite]
 		p.UpdatedAt = time.Now().UTC()
+		if err := checkRecord(p); err != nil {
+			return nil, err
+		}
 		obj, err := s.st.putBundle(ctx, id, next)
 		if err != nil {
 			return nil, err
@@ -248,7 +251,7 @@ func (s *Service) Upgrade(ctx context.Context, actor Actor, id uint64) (Plugin, 
 		p.Tag, p.LatestTag = &tag, &tag
 		p.Sources = obj
 		p.UpdatedAt = time.Now().UTC()
-		return nil
+		return checkRecord(*p)
 	})
 	if err != nil {
 		_ = s.st.deleteBundle(context.WithoutCancel(ctx), obj)
