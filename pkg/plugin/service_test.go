@@ -26,7 +26,10 @@ type svcEnv struct {
 	local string
 }
 
-func newSvc(t *testing.T) *svcEnv {
+func newSvc(t *testing.T) *svcEnv { return newSvcWith(t, plugin.Options{}) }
+
+// newSvcWith opens a service with opts and a local plugins folder.
+func newSvcWith(t *testing.T, opts plugin.Options) *svcEnv {
 	t.Helper()
 	ctx := context.Background()
 	n := testenv.StartNATS(t, "")
@@ -40,7 +43,8 @@ func newSvc(t *testing.T) *svcEnv {
 		t.Fatal(err)
 	}
 	local := t.TempDir()
-	svc, err := plugin.Open(ctx, n.JS, plugin.Options{LocalDir: local}, cp, nil, prometheus.NewRegistry())
+	opts.LocalDir = local
+	svc, err := plugin.Open(ctx, n.JS, opts, cp, nil, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
