@@ -94,3 +94,29 @@ func lastEvent(t *testing.T, js jetstream.JetStream, kind string) string {
 	}
 	return string(msg.Data)
 }
+
+// On every schema ParseSchema accepts, the lenient reading used for the
+// history of secret keys finds exactly the same secret keys.
+func FuzzParseSchema(f *testing.F) {
+	f.Add(`[{"key":"a","secret":true},{"markdown":"x"},{"key":"b","secret":false}]`)
+	f.Add(`{"a":{"secret":true},"b":{"key":"b"}}`)
+	f.Add(`[{"key":"a","secret":"no"}]`)
+	f.Fuzz(func(t *testing.T, s string) {
+		keys, err := ParseSchema([]byte(s))
+		if err != nil {
+			if _, ok := err.(*SchemaError); !ok {
+				t.Fatalf("%q: error %T", s, err)
+			}
+			return
+		}
+		ever := secretsEver([]byte(s))
+		if len(ever) != len(keys) {
+			t.Fatalf("%q: strict %v, lenient %v", s, keys, ever)
+		}
+		for _, k := range ever {
+			if !keys[k] {
+				t.Fatalf("%q: strict %v, lenient %v", s, keys, ever)
+			}
+		}
+	})
+}

@@ -174,7 +174,7 @@ func secretsEver(raw json.RawMessage) []string {
 			mark(key, f)
 		}
 	}
-	return out
+	return union(out)
 }
 
 // union returns the sorted, distinct keys of the lists.
