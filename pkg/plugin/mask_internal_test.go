@@ -36,10 +36,13 @@ func (f *flakyKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry,
 func TestConfigMaskFailsClosedOnUnreadablePlugin(t *testing.T) {
 	ctx := context.Background()
 	n := testenv.StartNATS(t, "")
-	s, err := Open(ctx, n.JS, Options{}, nil, nil, prometheus.NewRegistry())
+	s, err := open(ctx, n.JS, Options{}, nil, nil, prometheus.NewRegistry()) // no background sweep reading s.st.plugins
 	if err != nil {
 		t.Fatal(err)
 	}
+	real := s.st.plugins
+	flaky := &flakyKV{KeyValue: real}
+	s.st.plugins = flaky
 	actor := Actor{OrganizationID: "org", KeyID: "k"}
 	in, err := DecodePluginInput([]byte(`{"plugin_type":"source","name":"p","config_schema":[{"key":"token","secret":true},{"key":"url"}]}`))
 	if err != nil {
@@ -55,10 +58,9 @@ func TestConfigMaskFailsClosedOnUnreadablePlugin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		real := s.st.plugins
-		flaky := &flakyKV{KeyValue: real, err: cause}
+		flaky.err = cause
+		flaky.calls.Store(0)
 		flaky.failFrom.Store(2) // the check of the config's plugin passes; the read for masking fails
-		s.st.plugins = flaky
 		patch, _ := DecodeConfigInput([]byte(`{"config":{"url":"CLEAR2"}}`))
 		got, err := s.PatchConfig(ctx, actor, 1, c.ID, patch)
 		if err != nil {
@@ -68,7 +70,7 @@ func TestConfigMaskFailsClosedOnUnreadablePlugin(t *testing.T) {
 		if err := s.DeleteConfig(ctx, actor, 1, c.ID); err != nil {
 			t.Fatal(err)
 		}
-		s.st.plugins = real
+		flaky.failFrom.Store(0)
 		if got.Config["token"] != SecretMask || got.Config["url"] != SecretMask {
 			t.Fatalf("%v: answer %v", cause, got.Config)
 		}
