@@ -3,15 +3,19 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/personhub/personhub/pkg/activity"
@@ -42,6 +46,7 @@ type pluginEnv struct {
 	keyA       string // org A, *
 	keyARead   string // org A, plugin:read
 	keyAPerson string // org A, person:read only
+	keyAWrite  string // org A, plugin:write only
 	keyB       string // org B, *
 	keyRoot    string // org Root, *
 }
@@ -82,6 +87,7 @@ func newPluginEnv(t *testing.T) *pluginEnv {
 	e.orgA, e.orgB, e.orgRoot = org("A"), org("B"), org("Root")
 	e.projectA, e.projectA2, e.projectB = project(e.orgA, "a"), project(e.orgA, "a2"), project(e.orgB, "b")
 	e.keyA, e.keyARead, e.keyAPerson = key(e.orgA, "*"), key(e.orgA, "plugin:read"), key(e.orgA, "person:read")
+	e.keyAWrite = key(e.orgA, "plugin:write")
 	e.keyB, e.keyRoot = key(e.orgB, "*"), key(e.orgRoot, "*")
 
 	e.writeMirror()
@@ -150,6 +156,15 @@ func (e *pluginEnv) writeMirror() {
 		archivetest.Entry{Name: "plugin.json", Body: "{}"}, archivetest.Entry{Name: "index.ts", Symlink: "/etc/passwd"})))
 	e.mirrorFile("gitlab/group/sub/proj/v1.zip", string(archivetest.Zip(archivetest.Files(
 		"proj-v1/plugin.json", `{"name":"GitLab one"}`, "proj-v1/index.js", "exports.processEvent = (e) => e")...)))
+	// A plugin.json whose config has an element that is not a field: at
+	// v2 of schemas (installed at v1, upgraded to v2), in the only tag of
+	// oddschema.
+	oddConfig := `[{"key":"token","secret":true},{"key":"other","secret":"no"}]`
+	e.mirrorFile("github/acme/schemas/tags.json", `["v2","v1"]`)
+	e.mirrorFile("github/acme/schemas/v1.tar.gz", string(mustTarGz("plugin.json", manifest("Schemas", ""), "index.ts", transformTS)))
+	e.mirrorFile("github/acme/schemas/v2.tar.gz", string(mustTarGz("plugin.json", `{"name":"Schemas 2","config":`+oddConfig+`}`, "index.ts", transformTS)))
+	e.mirrorFile("github/acme/oddschema/tags.json", `["v1"]`)
+	e.mirrorFile("github/acme/oddschema/v1.tar.gz", string(mustTarGz("plugin.json", `{"name":"Odd","config":`+oddConfig+`}`, "index.ts", transformTS)))
 	e.mirrorFile("npm/@acme/plugin-x/tags.json", `["1.0.1","1.0.0"]`)
 	e.mirrorFile("npm/@acme/plugin-x/1.0.1.tar.gz", string(archivetest.TarGz(archivetest.Files(
 		"package/plugin.json", `{"name":"npm one","main":"dist/main.js"}`, "package/dist/main.js", "export const processEvent = (e) => e")...)))
@@ -168,6 +183,53 @@ func writePluginFile(t *testing.T, dir, name, body string) {
 	}
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// stored lists what the plugin store holds: plugin records, URL claims
+// and source objects, so a test can check that a refused request wrote
+// nothing.
+func (e *pluginEnv) stored() []string {
+	e.t.Helper()
+	ctx := context.Background()
+	var out []string
+	for _, bucket := range []string{plugin.BucketPlugins, plugin.BucketURLs, plugin.BucketConfigs} {
+		kv, err := e.nats.JS.KeyValue(ctx, bucket)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		keys, err := kv.ListKeys(ctx)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for k := range keys.Keys() {
+			entry, err := kv.Get(ctx, k)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			out = append(out, fmt.Sprintf("%s/%s@%d", bucket, k, entry.Revision()))
+		}
+	}
+	obs, err := e.nats.JS.ObjectStore(ctx, plugin.ObjectSources)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	objs, err := obs.List(ctx)
+	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+		e.t.Fatal(err)
+	}
+	for _, o := range objs {
+		out = append(out, plugin.ObjectSources+"/"+o.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// unchanged checks that the store holds what it held before.
+func (e *pluginEnv) unchanged(before []string) {
+	e.t.Helper()
+	if after := e.stored(); !slices.Equal(before, after) {
+		e.t.Fatalf("the store changed:\nbefore %v\nafter  %v", before, after)
 	}
 }
 

@@ -14,13 +14,16 @@ import (
 // the actor's organization's, and these methods check that the config is
 // in that project. Every config returned has its secret values masked.
 
-// schemaOf returns the config schema of a plugin ({} when it is gone).
-func (s *Service) schemaOf(ctx context.Context, pluginID uint64) json.RawMessage {
-	p, _, err := get[Plugin](ctx, s.st.plugins, idKey(pluginID))
+// pluginOf reads the plugin of a config for masking its values: nil when
+// it cannot be read (a KV failure, or deleted meanwhile), which masks every
+// value (Config.Masked), so a failure never shows a secret.
+func (s *Service) pluginOf(ctx context.Context, id uint64) *Plugin {
+	p, _, err := get[Plugin](ctx, s.st.plugins, idKey(id))
 	if err != nil {
-		return json.RawMessage(`{}`)
+		s.log.Warn("plugin config: plugin unreadable, masking every value", "plugin_id", id, "err", err)
+		return nil
 	}
-	return p.ConfigSchema
+	return &p
 }
 
 // ListConfigs returns a project's live configs by order, then id.
@@ -37,7 +40,7 @@ func (s *Service) ListConfigs(ctx context.Context, actor Actor, projectID uint64
 	for _, c := range all {
 		p, ok := plugins[c.PluginID]
 		if ok && c.ProjectID == projectID && c.OrganizationID == actor.OrganizationID && !c.Deleted {
-			out = append(out, c.Masked(p.ConfigSchema))
+			out = append(out, c.Masked(&p))
 		}
 	}
 	slices.SortFunc(out, func(a, b Config) int { return cmp.Or(cmp.Compare(a.Order, b.Order), cmp.Compare(a.ID, b.ID)) })
@@ -56,28 +59,26 @@ func (s *Service) pluginsByID(ctx context.Context) (map[uint64]Plugin, error) {
 	return out, nil
 }
 
-// configIn reads a live config of the project.
-func (s *Service) configIn(ctx context.Context, actor Actor, projectID, id uint64) (Config, error) {
+// configIn reads a live config of the project and its plugin.
+func (s *Service) configIn(ctx context.Context, actor Actor, projectID, id uint64) (Config, Plugin, error) {
 	c, _, err := get[Config](ctx, s.st.configs, idKey(id))
 	if err != nil {
-		return c, err
+		return c, Plugin{}, err
 	}
 	if c.ProjectID != projectID || c.OrganizationID != actor.OrganizationID || c.Deleted {
-		return c, ErrNotFound
+		return c, Plugin{}, ErrNotFound
 	}
-	if _, _, err := get[Plugin](ctx, s.st.plugins, idKey(c.PluginID)); err != nil {
-		return c, err
-	}
-	return c, nil
+	p, _, err := get[Plugin](ctx, s.st.plugins, idKey(c.PluginID))
+	return c, p, err
 }
 
 // GetConfig returns one config of the project.
 func (s *Service) GetConfig(ctx context.Context, actor Actor, projectID, id uint64) (Config, error) {
-	c, err := s.configIn(ctx, actor, projectID, id)
+	c, p, err := s.configIn(ctx, actor, projectID, id)
 	if err != nil {
-		return c, err
+		return Config{}, err
 	}
-	return c.Masked(s.schemaOf(ctx, c.PluginID)), nil
+	return c.Masked(&p), nil
 }
 
 // mergeConfig applies a config change: a null removes the key, the mask
@@ -120,11 +121,12 @@ func (s *Service) CreateConfig(ctx context.Context, actor Actor, projectID uint6
 	c := Config{ID: id, PluginID: p.ID, ProjectID: projectID, OrganizationID: actor.OrganizationID,
 		Enabled: in.Enabled.Value, Order: in.Order.Value, Config: mergeConfig(nil, in.Config.Value),
 		Name: in.Name.Value, Description: in.Description.Value, CreatedAt: now, UpdatedAt: now}
+	c.recordSecrets(&p)
 	rev, err := put(ctx, s.st.configs, idKey(id), c, 0)
 	if err != nil {
 		return Config{}, err
 	}
-	masked := c.Masked(p.ConfigSchema)
+	masked := c.Masked(&p)
 	act := "config_created"
 	if c.Enabled {
 		act = "enabled"
@@ -138,7 +140,8 @@ func (s *Service) CreateConfig(ctx context.Context, actor Actor, projectID uint6
 // latest revision; config keys merge, so concurrent changes of different
 // keys both survive).
 func (s *Service) PatchConfig(ctx context.Context, actor Actor, projectID, id uint64, in ConfigInput) (Config, error) {
-	if _, err := s.configIn(ctx, actor, projectID, id); err != nil {
+	_, p, err := s.configIn(ctx, actor, projectID, id)
+	if err != nil {
 		return Config{}, err
 	}
 	if in.Plugin.Set {
@@ -157,6 +160,7 @@ func (s *Service) PatchConfig(ctx context.Context, actor Actor, projectID, id ui
 		if in.Config.Set {
 			c.Config = mergeConfig(c.Config, in.Config.Value)
 		}
+		c.recordSecrets(&p)
 		if in.Name.Set {
 			c.Name = in.Name.Value
 		}
@@ -169,8 +173,11 @@ func (s *Service) PatchConfig(ctx context.Context, actor Actor, projectID, id ui
 	if err != nil {
 		return Config{}, err
 	}
-	p, _, _ := get[Plugin](ctx, s.st.plugins, idKey(after.PluginID))
-	mb, ma := before.Masked(p.ConfigSchema), after.Masked(p.ConfigSchema)
+	// Masked by the plugin as it is now (it may have changed meanwhile),
+	// and by the secret keys recorded with the config before and after.
+	now := s.pluginOf(ctx, after.PluginID)
+	before.SecretKeys = after.SecretKeys
+	mb, ma := before.Masked(now), after.Masked(now)
 	if before.Enabled != after.Enabled {
 		act := map[bool]string{true: "enabled", false: "disabled"}[after.Enabled]
 		s.record(ctx, actor, ScopePluginConfig, idKey(id), projectID, act, p.Name, nil)
@@ -197,7 +204,8 @@ func jsonText(v any) string {
 
 // DeleteConfig marks a config deleted (and disabled); it no longer shows.
 func (s *Service) DeleteConfig(ctx context.Context, actor Actor, projectID, id uint64) error {
-	if _, err := s.configIn(ctx, actor, projectID, id); err != nil {
+	_, p, err := s.configIn(ctx, actor, projectID, id)
+	if err != nil {
 		return err
 	}
 	_, after, rev, err := modify(ctx, s.st.configs, idKey(id), func(c *Config) error {
@@ -210,8 +218,7 @@ func (s *Service) DeleteConfig(ctx context.Context, actor Actor, projectID, id u
 	if err != nil {
 		return err
 	}
-	p, _, _ := get[Plugin](ctx, s.st.plugins, idKey(after.PluginID))
-	masked := after.Masked(p.ConfigSchema)
+	masked := after.Masked(s.pluginOf(ctx, after.PluginID))
 	s.record(ctx, actor, ScopePluginConfig, idKey(id), projectID, "deleted", p.Name, nil)
 	s.announce(ctx, actor, Event{Kind: KindConfigDeleted, OrganizationID: actor.OrganizationID, PluginID: after.PluginID, PluginConfigID: id, ProjectID: projectID, Revision: rev, Config: &masked})
 	return nil
@@ -233,7 +240,7 @@ func (s *Service) ExportsUnsubscribeConfigs(ctx context.Context, actor Actor) ([
 	for _, c := range all {
 		p, ok := plugins[c.PluginID]
 		if ok && c.OrganizationID == actor.OrganizationID && c.Enabled && !c.Deleted && !p.IsTransformation() && !p.SiteApp {
-			out = append(out, c.Masked(p.ConfigSchema))
+			out = append(out, c.Masked(&p))
 		}
 	}
 	slices.SortFunc(out, func(a, b Config) int { return cmp.Compare(a.ID, b.ID) })

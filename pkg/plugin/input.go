@@ -3,6 +3,8 @@ package plugin
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -43,16 +45,31 @@ const (
 	maxConfigLen      = 256 << 10
 )
 
+// errTrailing is JSON text with more after its one value.
+var errTrailing = errors.New("more than one JSON value")
+
+// decodeOne decodes data, which must be exactly one JSON value (white
+// space around it is fine), into v. json.Decoder.More alone is not enough:
+// it reports a stray '}' or ']' after the value as the end of the input,
+// so `{...}}` would pass.
+func decodeOne(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errTrailing
+	}
+	return nil
+}
+
 // object decodes a body into its top-level fields.
 func object(body []byte) (map[string]json.RawMessage, error) {
 	var m map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if err := dec.Decode(&m); err != nil || m == nil {
+	if err := decodeOne(body, &m); errors.Is(err, errTrailing) {
+		return nil, invalid("", "The request body must hold one JSON object and nothing after it.")
+	} else if err != nil || m == nil {
 		return nil, invalid("", "The request body must be a JSON object.")
-	}
-	if dec.More() {
-		return nil, invalid("", "The request body must hold one JSON object.")
 	}
 	return m, nil
 }
@@ -113,12 +130,6 @@ func jsonValue(m map[string]json.RawMessage, key string, lists bool, limit int, 
 		}
 		return invalid(key, "Must be a JSON object.")
 	}
-	if lists && raw[0] == '[' {
-		var items []map[string]any
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return invalid(key, "Every element must be a JSON object.")
-		}
-	}
 	f.Value = slices.Clone(raw)
 	return nil
 }
@@ -163,6 +174,9 @@ func DecodePluginInput(body []byte) (PluginInput, error) {
 	}
 	if err := jsonValue(m, "config_schema", true, maxSchemaLen, &in.ConfigSchema); err != nil {
 		return in, err
+	}
+	if _, err := ParseSchema(in.ConfigSchema.Value); err != nil {
+		return in, invalid("config_schema", "%s", err.(*SchemaError).Detail)
 	}
 	if err := jsonValue(m, "metrics", false, maxObjectLen, &in.Metrics); err != nil {
 		return in, err

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -59,7 +59,7 @@ func fromFiles(files archive.Files, defaultName string) (installed, error) {
 	}
 	m, err := ParseManifest(raw)
 	if err != nil {
-		return ins, invalid("url", "Invalid plugin.json: %s", err.(*ManifestError).Detail)
+		return ins, invalidManifest(err.(*ManifestError), "url")
 	}
 	ins.manifest = m
 	ins.bundle[fileManifest] = File{Source: string(raw)}
@@ -129,6 +129,8 @@ func sourceErr(err error, missing string) error {
 		return invalid("url", "%s", missing)
 	case errors.As(err, &tooLarge):
 		return invalid("url", "The plugin archive is larger than %d MiB.", repository.MaxArchiveBytes>>20)
+	case errors.Is(err, repository.ErrNotRegular):
+		return invalid("url", "%s (not a regular file on the plugin repository source)", missing)
 	}
 	return unavailable("The plugin repository source could not be read.", err)
 }
@@ -219,22 +221,15 @@ func (s *Service) fromLocal(url string) (installed, error) {
 		return installed{}, unavailable("The local plugins folder cannot be opened.", err)
 	}
 	defer root.Close()
-	read := func(name string) ([]byte, bool) {
-		f, err := root.Open(filepath.Join(rel, filepath.FromSlash(name)))
-		if err != nil {
-			return nil, false
-		}
-		defer f.Close()
-		st, err := f.Stat()
-		if err != nil || !st.Mode().IsRegular() || st.Size() > MaxSourceFileBytes {
-			return nil, false
-		}
-		data, err := io.ReadAll(io.LimitReader(f, MaxSourceFileBytes))
-		return data, err == nil
+	fsys, dir := repository.DirFS(root), filepath.ToSlash(rel)
+	manifest, err := readLocal(fsys, dir, fileManifest)
+	var refused *Error
+	if err != nil && !errors.As(err, &refused) {
+		return installed{}, &Error{Kind: KindInvalid, Attr: "url", Err: err,
+			Detail: "Could not load plugin.json from: " + path.Join(filepath.ToSlash(p), fileManifest)}
 	}
-	manifest, ok := read(fileManifest)
-	if !ok {
-		return installed{}, invalid("url", "Could not load plugin.json from: %s", path.Join(filepath.ToSlash(p), fileManifest))
+	if err != nil {
+		return installed{}, err
 	}
 	files := archive.Files{fileManifest: manifest}
 	names := []string{"index.ts", "index.js", fileFrontend, fileSite, fileLogo}
@@ -242,11 +237,41 @@ func (s *Service) fromLocal(url string) (installed, error) {
 		names = append(names, m.Main)
 	}
 	for _, name := range names {
-		if data, ok := read(name); ok {
-			files[name] = data
+		data, err := readLocal(fsys, dir, name)
+		switch {
+		case errors.Is(err, repository.ErrNotExist):
+			continue
+		case err != nil && !errors.As(err, &refused):
+			return installed{}, &Error{Kind: KindInvalid, Attr: "url", Detail: "Could not read " + name + " of the plugin.", Err: err}
+		case err != nil:
+			return installed{}, err
 		}
+		files[name] = data
 	}
 	return fromFiles(files, filepath.Base(filepath.Join(base, rel)))
+}
+
+// readLocal reads a file of a local plugin (dir/name of fsys, at most
+// MaxSourceFileBytes, logo.png at most maxLogoBytes): a 400 naming the
+// file when it is no regular file (a FIFO would block the request) or too
+// large; else the error of the file system (repository.ErrNotExist when
+// absent; a symbolic link leading out of the folder cannot be followed).
+func readLocal(fsys fs.FS, dir, name string) ([]byte, error) {
+	limit := int64(MaxSourceFileBytes)
+	if name == fileLogo {
+		limit = maxLogoBytes
+	}
+	data, err := repository.ReadFile(fsys, path.Join(dir, name), limit)
+	var tooLarge *repository.TooLargeError
+	switch {
+	case errors.Is(err, repository.ErrNotRegular):
+		return nil, invalid("url", "%s of the plugin is not a regular file.", name)
+	case errors.As(err, &tooLarge) && name == fileLogo:
+		return nil, repository.ErrNotExist // too large for an icon: ignored, as in archives
+	case errors.As(err, &tooLarge):
+		return nil, invalid("url", "%s is larger than %d KiB.", name, limit>>10)
+	}
+	return data, err
 }
 
 // Create installs a plugin: source (files come by update_source), local
@@ -311,7 +336,7 @@ func (ins installed) apply(p *Plugin, in PluginInput) {
 		p.Description = m.Description
 	}
 	if m.Config != nil {
-		p.ConfigSchema = m.Config
+		p.setSchema(m.Config)
 	}
 	if m.PublicJobs != nil {
 		p.PublicJobs = m.PublicJobs
@@ -326,8 +351,14 @@ func (ins installed) apply(p *Plugin, in PluginInput) {
 }
 
 // insert stores a new plugin: id, URL claim (for plugins with a URL),
-// source files, record; then activity and event.
+// source files, record; then activity and event. Everything that can
+// refuse the plugin is checked before the first write; a write failing
+// after that undoes the earlier ones, so a refused create leaves nothing.
 func (s *Service) insert(ctx context.Context, actor Actor, p Plugin, bundle Bundle) (Plugin, error) {
+	p.normalize()
+	if err := checkRecord(p); err != nil {
+		return Plugin{}, err
+	}
 	id, err := s.st.nextID(ctx, BucketPlugins)
 	if err != nil {
 		return Plugin{}, err
@@ -355,7 +386,6 @@ func (s *Service) insert(ctx context.Context, actor Actor, p Plugin, bundle Bund
 		undo()
 		return Plugin{}, err
 	}
-	p.normalize()
 	rev, err := put(wctx, s.st.plugins, idKey(id), p, 0)
 	if err != nil {
 		_ = s.st.deleteBundle(wctx, p.Sources)

@@ -19,8 +19,9 @@ type Manifest struct {
 	PublicJobs  json.RawMessage // nil when absent
 }
 
-// ManifestError is a plugin.json that cannot be used.
-type ManifestError struct{ Detail string }
+// ManifestError is a plugin.json that cannot be used. Attr is
+// "config_schema" when its config is the problem, else "".
+type ManifestError struct{ Detail, Attr string }
 
 func (e *ManifestError) Error() string { return "plugin.json: " + e.Detail }
 
@@ -30,16 +31,12 @@ func (e *ManifestError) Error() string { return "plugin.json: " + e.Detail }
 func ParseManifest(data []byte) (Manifest, error) {
 	var m Manifest
 	var raw map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&raw); err != nil || raw == nil {
+	if err := decodeOne(data, &raw); err != nil || raw == nil {
 		msg := "not a JSON object"
 		if err != nil {
 			msg = "invalid JSON: " + err.Error()
 		}
 		return m, &ManifestError{Detail: msg}
-	}
-	if dec.More() {
-		return m, &ManifestError{Detail: "invalid JSON: more than one value"}
 	}
 	str := func(key string, dst *string) error {
 		v, ok := raw[key]
@@ -76,13 +73,11 @@ func ParseManifest(data []byte) (Manifest, error) {
 	}
 	if v, ok := raw["config"]; ok && !isNull(v) {
 		v = bytes.TrimSpace(v)
-		var list []map[string]any
-		var dict map[string]any
-		if json.Unmarshal(v, &list) != nil && json.Unmarshal(v, &dict) != nil {
-			return m, &ManifestError{Detail: "config must be a list of objects or an object"}
-		}
 		if len(v) > maxSchemaLen {
-			return m, &ManifestError{Detail: "config is too large"}
+			return m, &ManifestError{Detail: "config is too large", Attr: "config_schema"}
+		}
+		if _, err := ParseSchema(v); err != nil {
+			return m, &ManifestError{Detail: "config: " + err.(*SchemaError).Detail, Attr: "config_schema"}
 		}
 		m.Config = json.RawMessage(v)
 	}
@@ -91,7 +86,20 @@ func ParseManifest(data []byte) (Manifest, error) {
 		if json.Unmarshal(v, &dict) != nil {
 			return m, &ManifestError{Detail: "publicJobs must be an object"}
 		}
+		if len(bytes.TrimSpace(v)) > maxObjectLen {
+			return m, &ManifestError{Detail: "publicJobs is too large"}
+		}
 		m.PublicJobs = json.RawMessage(bytes.TrimSpace(v))
 	}
 	return m, nil
+}
+
+// invalidManifest is the 400 for a plugin.json that cannot be used: attr
+// names where it came from (the url of an install, the file of
+// update_source) unless its config_schema is the problem.
+func invalidManifest(err *ManifestError, attr string) error {
+	if err.Attr != "" {
+		attr = err.Attr
+	}
+	return invalid(attr, "Invalid plugin.json: %s", err.Detail)
 }

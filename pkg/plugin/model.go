@@ -44,6 +44,9 @@ type Plugin struct {
 	Capabilities   Capabilities    `json:"capabilities"`
 	Metrics        json.RawMessage `json:"metrics"`
 	PublicJobs     json.RawMessage `json:"public_jobs"`
+	// SecretKeys are the config keys config_schema has ever marked secret
+	// (see setSchema); they stay masked.
+	SecretKeys []string `json:"secret_keys,omitempty"`
 	// Sources names the Object Store object holding the source files
 	// ("" when there are none). A new set of files is a new object; the
 	// record's revision is the commit point.
@@ -89,56 +92,74 @@ type Config struct {
 	Config         map[string]any `json:"config"`
 	Name           *string        `json:"name"`
 	Description    *string        `json:"description"`
-	Deleted        bool           `json:"deleted"`
-	CreatedAt      time.Time      `json:"created_at"`
-	UpdatedAt      time.Time      `json:"updated_at"`
+	// SecretKeys are the config keys that were secret when the config was
+	// written (see recordSecrets); they stay masked.
+	SecretKeys []string  `json:"secret_keys,omitempty"`
+	Deleted    bool      `json:"deleted"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // SecretMask replaces a secret config value wherever configs are read.
 // Writing the mask back keeps the stored value.
 const SecretMask = "**** secret value: write-only, hidden on read ****"
 
-// SecretKeys returns the config keys the schema marks secret: elements of
-// the list form with "secret": true, or entries of the legacy dict form
-// ({"key": {"secret": true, ...}}).
-func SecretKeys(schema json.RawMessage) map[string]bool {
-	out := map[string]bool{}
-	var list []struct {
-		Key    string `json:"key"`
-		Secret bool   `json:"secret"`
+// secrets returns the config keys to mask for the plugin's configs: those
+// its schema marks secret and those it ever marked secret (SecretKeys).
+// all is true when the plugin is unknown (nil: it could not be read, or
+// is gone) or its schema cannot be read: masking fails closed, every value
+// is then masked.
+func (p *Plugin) secrets() (keys map[string]bool, all bool) {
+	if p == nil {
+		return map[string]bool{}, true
 	}
-	if json.Unmarshal(schema, &list) == nil {
-		for _, f := range list {
-			if f.Secret && f.Key != "" {
-				out[f.Key] = true
-			}
-		}
-		return out
+	keys, err := ParseSchema(p.ConfigSchema)
+	if err != nil {
+		keys, all = map[string]bool{}, true
 	}
-	var dict map[string]struct {
-		Secret bool `json:"secret"`
+	for _, k := range p.SecretKeys {
+		keys[k] = true
 	}
-	if json.Unmarshal(schema, &dict) == nil {
-		for k, f := range dict {
-			if f.Secret {
-				out[k] = true
-			}
-		}
-	}
-	return out
+	return keys, all
 }
 
-// Masked returns a copy of c whose secret values (per the plugin's
-// schema) are replaced by SecretMask. Empty values stay as they are, so a
-// reader can tell a secret is unset.
-func (c Config) Masked(schema json.RawMessage) Config {
-	secret := SecretKeys(schema)
+// setSchema replaces the config_schema and adds to SecretKeys every key
+// the old or the new schema marks secret: a key once secret stays masked
+// whatever a later schema says (a key holder with plugin:write could
+// otherwise drop "secret": true and read the values back).
+func (p *Plugin) setSchema(schema json.RawMessage) {
+	p.SecretKeys = union(p.SecretKeys, secretsEver(p.ConfigSchema), secretsEver(schema))
+	p.ConfigSchema = schema
+}
+
+// recordSecrets adds to c.SecretKeys the keys that are secret for plugin p
+// now, so that a value stored as secret stays write-only whatever the
+// schema says later. When p's schema cannot be read, every key of the
+// config counts as secret.
+func (c *Config) recordSecrets(p *Plugin) {
+	keys, all := p.secrets()
+	add := slices.Collect(maps.Keys(keys))
+	if all {
+		add = append(add, slices.Collect(maps.Keys(c.Config))...)
+	}
+	c.SecretKeys = union(c.SecretKeys, add)
+}
+
+// Masked returns a copy of c whose secret values are replaced by
+// SecretMask: the keys recorded secret with the config, and those plugin p
+// marks secret (see Plugin.secrets; a nil p masks every value). Empty
+// values stay as they are, so a reader can tell a secret is unset.
+func (c Config) Masked(p *Plugin) Config {
+	keys, all := p.secrets()
+	for _, k := range c.SecretKeys {
+		keys[k] = true
+	}
 	c.Config = maps.Clone(c.Config)
 	if c.Config == nil {
 		c.Config = map[string]any{}
 	}
 	for k, v := range c.Config {
-		if secret[k] && v != nil && v != "" {
+		if (all || keys[k]) && v != nil && v != "" {
 			c.Config[k] = SecretMask
 		}
 	}

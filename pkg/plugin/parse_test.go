@@ -52,9 +52,107 @@ func TestDecodePluginInput(t *testing.T) {
 func TestSecretMask(t *testing.T) {
 	c := plugin.Config{Config: map[string]any{"token": "s3cret", "url": "u", "empty": ""}}
 	for _, schema := range []string{`[{"key":"token","secret":true},{"key":"empty","secret":true}]`, `{"token":{"secret":true},"empty":{"secret":true}}`} {
-		m := c.Masked(json.RawMessage(schema))
+		m := c.Masked(&plugin.Plugin{ConfigSchema: json.RawMessage(schema)})
 		if m.Config["token"] != plugin.SecretMask || m.Config["url"] != "u" || m.Config["empty"] != "" || c.Config["token"] != "s3cret" {
 			t.Fatalf("%s: %v", schema, m.Config)
+		}
+	}
+}
+
+// Masking fails closed: an unknown plugin (nil: unreadable or gone) or a
+// schema that cannot be read (stored before schemas were checked) masks
+// every value; keys recorded secret with the config or ever secret in the
+// plugin's schema stay masked whatever the schema says now.
+func TestSecretMaskFailsClosed(t *testing.T) {
+	c := plugin.Config{Config: map[string]any{"token": "s3cret", "url": "u", "n": 5, "empty": ""}}
+	all := func(m plugin.Config) bool {
+		return m.Config["token"] == plugin.SecretMask && m.Config["url"] == plugin.SecretMask && m.Config["n"] == plugin.SecretMask && m.Config["empty"] == ""
+	}
+	if m := c.Masked(nil); !all(m) {
+		t.Fatalf("nil plugin: %v", m.Config)
+	}
+	for _, schema := range []string{
+		`[{"key":"token","secret":true},{"key":"url","secret":"no"}]`,
+		`[{"key":"token","secret":true},{"key":5}]`,
+		`{"token":{"secret":true},"url":"plain"}`,
+		`"x"`, `[1]`,
+	} {
+		if m := c.Masked(&plugin.Plugin{ConfigSchema: json.RawMessage(schema)}); !all(m) {
+			t.Errorf("%s: %v", schema, m.Config)
+		}
+	}
+	plain := json.RawMessage(`[{"key":"token"},{"key":"url"}]`)
+	recorded := c
+	recorded.SecretKeys = []string{"token"}
+	if m := recorded.Masked(&plugin.Plugin{ConfigSchema: plain}); m.Config["token"] != plugin.SecretMask || m.Config["url"] != "u" {
+		t.Fatalf("recorded secret: %v", m.Config)
+	}
+	if m := c.Masked(&plugin.Plugin{ConfigSchema: plain, SecretKeys: []string{"url"}}); m.Config["url"] != plugin.SecretMask || m.Config["token"] != "s3cret" {
+		t.Fatalf("ever secret: %v", m.Config)
+	}
+}
+
+func TestParseSchema(t *testing.T) {
+	for schema, secret := range map[string]string{
+		``:     "",
+		`null`: "",
+		`{}`:   "",
+		`[]`:   "",
+		`[{"markdown":"## About"},{"key":"a","name":"A","type":"choice","choices":["x"],"default":"x","required":true,"hint":null,"order":1},{"key":"b","secret":true},{"key":"c","secret":false}]`: "b",
+		`{"a":{"secret":true,"name":"A"},"b":{"key":"b","required":false}}`: "a",
+	} {
+		keys, err := plugin.ParseSchema(json.RawMessage(schema))
+		if err != nil || len(keys) != len(strings.Fields(secret)) || (secret != "" && !keys[secret]) {
+			t.Errorf("%s: %v %v", schema, keys, err)
+		}
+	}
+	for _, bad := range []string{
+		`[{"key":"apiKey","secret":true},{"key":"other","secret":"no"}]`,
+		`[{"key":"apiKey","secret":true},{"key":5}]`,
+		`{"apiKey":{"secret":true},"other":"plain"}`,
+		`[{"key":"a","secret":null}]`, `[{"key":"a","secret":1}]`, `[{"key":""}]`, `[{"name":"no key"}]`,
+		`[{"markdown":"x","secret":true}]`, `[1]`, `[[]]`, `[null]`, `"x"`, `5`, `{"a":null}`,
+		`{"a":{"key":"b"}}`, `[{"key":"a","required":"yes"}]`, `[{"key":"a","name":5}]`, `[{"key":"a","order":"1"}]`,
+		`[{"key":"` + strings.Repeat("k", 201) + `"}]`,
+	} {
+		if _, err := plugin.ParseSchema(json.RawMessage(bad)); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+		body := `{"config_schema":` + bad + `}`
+		if _, err := plugin.DecodePluginInput([]byte(body)); !isInvalid(err, "config_schema") {
+			t.Errorf("%s: %v", body, err)
+		}
+		if _, err := plugin.ParseManifest([]byte(`{"config":` + bad + `}`)); err == nil {
+			t.Errorf("plugin.json config %s accepted", bad)
+		}
+	}
+}
+
+func isInvalid(err error, attr string) bool {
+	e, ok := err.(*plugin.Error)
+	return ok && e.Kind == plugin.KindInvalid && e.Attr == attr
+}
+
+// A body or plugin.json is exactly one JSON value: json.Decoder.More
+// alone lets a stray '}' or ']' through.
+func TestTrailingGarbage(t *testing.T) {
+	decoders := map[string]func([]byte) error{
+		"plugin": func(b []byte) error { _, err := plugin.DecodePluginInput(b); return err },
+		"config": func(b []byte) error { _, err := plugin.DecodeConfigInput(b); return err },
+		"source": func(b []byte) error { _, err := plugin.DecodeSourceInput(b); return err },
+		"manifest": func(b []byte) error {
+			_, err := plugin.ParseManifest(b)
+			return err
+		},
+	}
+	for name, decode := range decoders {
+		if err := decode([]byte(" {\"name\":\"x\"} \n")); err != nil {
+			t.Errorf("%s: white space refused: %v", name, err)
+		}
+		for _, tail := range []string{"}", "]", "}]", "{}", " x", "null", `"s"`} {
+			if err := decode([]byte(`{"name":"x"}` + tail)); err == nil {
+				t.Errorf("%s: trailing %q accepted", name, tail)
+			}
 		}
 	}
 }
@@ -73,7 +171,7 @@ func FuzzParseManifest(f *testing.F) {
 		if m.Config != nil && !json.Valid(m.Config) {
 			t.Fatalf("config %q", m.Config)
 		}
-		_ = plugin.SecretKeys(m.Config)
+		_, _ = plugin.ParseSchema(m.Config)
 	})
 }
 

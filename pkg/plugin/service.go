@@ -82,8 +82,26 @@ type Service struct {
 }
 
 // Open creates or binds the buckets, the object store and the event
-// stream.
+// stream, and sweeps unused source files in the background.
 func Open(ctx context.Context, js jetstream.JetStream, cfg Options, orgs Organizations, logger *slog.Logger, reg prometheus.Registerer) (*Service, error) {
+	s, err := open(ctx, js, cfg, orgs, logger, reg)
+	if err != nil {
+		return nil, err
+	}
+	go func() { // remove source files a stopped process left behind
+		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if n, err := s.SweepSources(sctx, sourceGrace); err != nil || n > 0 {
+			s.log.Info("swept unused plugin source files", "deleted", n, "err", err)
+		}
+	}()
+	s.log.Info("plugins ready", "repository", s.src.String(), "local_dir", cfg.LocalDir, "global_organizations", len(s.global))
+	return s, nil
+}
+
+// open builds the service with no background work (tests may still
+// replace its store's buckets).
+func open(ctx context.Context, js jetstream.JetStream, cfg Options, orgs Organizations, logger *slog.Logger, reg prometheus.Registerer) (*Service, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -105,14 +123,6 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Options, orgs Organiz
 	s.published = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "plugin", Name: "events_published_total", Help: "Plugin change events published, by kind."}, []string{"kind"})
 	s.publishFailures = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "plugin", Name: "event_publish_failures_total", Help: "Plugin changes stored whose event could not be published."})
 	reg.MustRegister(s.published, s.publishFailures)
-	go func() { // remove source files a stopped process left behind
-		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if n, err := s.SweepSources(sctx, sourceGrace); err != nil || n > 0 {
-			s.log.Info("swept unused plugin source files", "deleted", n, "err", err)
-		}
-	}()
-	s.log.Info("plugins ready", "repository", s.src.String(), "local_dir", cfg.LocalDir, "global_organizations", len(s.global))
 	return s, nil
 }
 
@@ -240,7 +250,7 @@ func (s *Service) Patch(ctx context.Context, actor Actor, id uint64, in PluginIn
 		}
 		applyFields(p, in)
 		p.UpdatedAt = time.Now().UTC()
-		return nil
+		return checkRecord(*p)
 	})
 	if err != nil {
 		return Plugin{}, err
@@ -265,7 +275,7 @@ func applyFields(p *Plugin, in PluginInput) {
 		p.Icon = in.Icon.Value
 	}
 	if in.ConfigSchema.Set {
-		p.ConfigSchema = in.ConfigSchema.Value
+		p.setSchema(in.ConfigSchema.Value)
 	}
 	if in.Tag.Set {
 		p.Tag = in.Tag.Value

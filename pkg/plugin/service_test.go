@@ -26,7 +26,10 @@ type svcEnv struct {
 	local string
 }
 
-func newSvc(t *testing.T) *svcEnv {
+func newSvc(t *testing.T) *svcEnv { return newSvcWith(t, plugin.Options{}) }
+
+// newSvcWith opens a service with opts and a local plugins folder.
+func newSvcWith(t *testing.T, opts plugin.Options) *svcEnv {
 	t.Helper()
 	ctx := context.Background()
 	n := testenv.StartNATS(t, "")
@@ -40,7 +43,8 @@ func newSvc(t *testing.T) *svcEnv {
 		t.Fatal(err)
 	}
 	local := t.TempDir()
-	svc, err := plugin.Open(ctx, n.JS, plugin.Options{LocalDir: local}, cp, nil, prometheus.NewRegistry())
+	opts.LocalDir = local
+	svc, err := plugin.Open(ctx, n.JS, opts, cp, nil, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +262,7 @@ func TestBuiltinRepositoryInstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Name != "Drop events" || *p.Tag != "v1.0.0" || !p.IsTransformation() || len(plugin.SecretKeys(p.ConfigSchema)) != 0 {
+	if p.Name != "Drop events" || *p.Tag != "v1.0.0" || !p.IsTransformation() || len(p.SecretKeys) != 0 {
 		t.Fatalf("%+v", p)
 	}
 	b, err := e.svc.Source(ctx, e.actor, p.ID)

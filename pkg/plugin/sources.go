@@ -87,7 +87,7 @@ func (s *Service) UpdateSource(ctx context.Context, actor Actor, id uint64, chan
 		case fileManifest:
 			m, err := ParseManifest([]byte(*src))
 			if err != nil {
-				return nil, invalid(fileManifest, "Invalid plugin.json: %s", err.(*ManifestError).Detail)
+				return nil, invalidManifest(err.(*ManifestError), fileManifest)
 			}
 			manifest = &m
 		}
@@ -125,7 +125,7 @@ func (s *Service) UpdateSource(ctx context.Context, actor Actor, id uint64, chan
 				p.Name = manifest.Name
 			}
 			if manifest.Config != nil {
-				p.ConfigSchema = manifest.Config
+				p.setSchema(manifest.Config)
 			}
 		}
 		entry := entryFile(next)
@@ -150,6 +150,9 @@ func (s *Service) UpdateSource(ctx context.Context, actor Actor, id uint64, chan
 		}
 		_, p.SiteApp = next[fileSite]
 		p.UpdatedAt = time.Now().UTC()
+		if err := checkRecord(p); err != nil {
+			return nil, err
+		}
 		obj, err := s.st.putBundle(ctx, id, next)
 		if err != nil {
 			return nil, err
@@ -248,7 +251,7 @@ func (s *Service) Upgrade(ctx context.Context, actor Actor, id uint64) (Plugin, 
 		p.Tag, p.LatestTag = &tag, &tag
 		p.Sources = obj
 		p.UpdatedAt = time.Now().UTC()
-		return nil
+		return checkRecord(*p)
 	})
 	if err != nil {
 		_ = s.st.deleteBundle(context.WithoutCancel(ctx), obj)

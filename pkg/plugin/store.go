@@ -123,6 +123,25 @@ func put[T any](ctx context.Context, kv jetstream.KeyValue, key string, v T, rev
 	return kv.Update(ctx, key, data, rev)
 }
 
+// maxRecordBytes keeps a plugin record below JetStream's default message
+// size (1 MiB) with room for the subject and headers. Each field has its
+// own limit, but together (and with JSON escaping: '<' is written as six
+// bytes) they can exceed it, and the write would fail only after the URL
+// claim and the source files were stored.
+const maxRecordBytes = 960 << 10
+
+// checkRecord refuses a plugin whose record is too large to store.
+func checkRecord(p Plugin) error {
+	data, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	if len(data) > maxRecordBytes {
+		return invalid("", "The plugin is too large to store: %d KiB of JSON, at most %d KiB (icon, config_schema, metrics and public_jobs together).", len(data)>>10, maxRecordBytes>>10)
+	}
+	return nil
+}
+
 func isConflict(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
 }

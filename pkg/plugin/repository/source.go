@@ -71,7 +71,7 @@ func NewDir(dir string) (Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("repository: open folder %s: %w", dir, err)
 	}
-	return &fsSource{fsys: root.FS(), desc: "folder " + dir}, nil
+	return &fsSource{fsys: DirFS(root), desc: "folder " + dir}, nil
 }
 
 // NewFS is a source on any file system (tests, embedding).
@@ -91,38 +91,22 @@ func (s *fsSource) Fetch(ctx context.Context, name string, limit int64) ([]byte,
 	if !fs.ValidPath(name) || name == "." {
 		return nil, ErrNotExist
 	}
-	f, err := s.fsys.Open(name)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, err := ReadFile(s.fsys, name, limit)
+	if errors.Is(err, ErrNotExist) {
 		if dir, ok := strings.CutSuffix(name, ".tar.gz"); ok {
 			if st, serr := fs.Stat(s.fsys, dir); serr == nil && st.IsDir() {
 				return packDir(s.fsys, dir, name, limit)
 			}
 		}
-		return nil, ErrNotExist
 	}
-	if err != nil {
-		return nil, fmt.Errorf("repository: %s: %w", name, err)
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return nil, ErrNotExist
-	}
-	return readLimited(f, name, limit)
-}
-
-func readLimited(r io.Reader, name string, limit int64) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("repository: read %s: %w", name, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, &TooLargeError{Name: name, Limit: limit}
-	}
-	return data, nil
+	return data, err
 }
 
 // packDir packs the regular files under dir into a tar.gz whose entries
-// are relative to dir.
+// are relative to dir. Files are streamed into the archive and their sizes
+// counted before they are read, so a huge file in the folder is refused
+// (a *TooLargeError: more than limit bytes in all) without being read;
+// symbolic links, FIFOs and devices are left out.
 func packDir(fsys fs.FS, dir, name string, limit int64) ([]byte, error) {
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
@@ -132,18 +116,24 @@ func packDir(fsys fs.FS, dir, name string, limit int64) ([]byte, error) {
 		if err != nil || !d.Type().IsRegular() {
 			return err
 		}
-		data, err := fs.ReadFile(fsys, p)
+		f, st, err := openRegular(fsys, p)
+		if errors.Is(err, ErrNotExist) || errors.Is(err, ErrNotRegular) {
+			return nil // replaced since it was listed
+		}
 		if err != nil {
 			return err
 		}
-		if total += int64(len(data)); total > limit {
+		defer f.Close()
+		if total += st.Size(); total > limit {
 			return &TooLargeError{Name: name, Limit: limit}
 		}
 		rel := strings.TrimPrefix(p, dir+"/")
-		if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: 0o644, Size: st.Size(), Typeflag: tar.TypeReg}); err != nil {
 			return err
 		}
-		_, err = tw.Write(data)
+		// A file that grew since its Stat is cut at its size; one that
+		// shrank makes the tar writer fail.
+		_, err = io.Copy(tw, io.LimitReader(f, st.Size()))
 		return err
 	})
 	if err == nil {
