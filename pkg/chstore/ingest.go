@@ -198,7 +198,7 @@ func (s *Store) writePersons(ctx context.Context, persons []fold.PersonRow) erro
 	if len(persons) == 0 {
 		return nil
 	}
-	batch, err := s.conn.PrepareBatch(s.insertCtx(ctx), `INSERT INTO persons (project_id, id, uuid, properties, property_keys, property_values, distinct_ids, created_at, is_identified, is_deleted, version)`)
+	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO persons (project_id, id, uuid, properties, property_keys, property_values, distinct_ids, created_at, is_identified, is_deleted, version)`)
 	if err != nil {
 		return err
 	}

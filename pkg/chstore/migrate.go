@@ -123,7 +123,7 @@ func (s *Store) Migrate(ctx context.Context) ([]Migration, error) {
 			continue
 		}
 		for _, st := range m.Statements {
-			if err := s.conn.Exec(s.insertCtx(ctx), st); err != nil {
+			if err := s.conn.Exec(ctx, st); err != nil {
 				return ran, fmt.Errorf("migration %s: %w", m.Name, err)
 			}
 		}

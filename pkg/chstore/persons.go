@@ -125,7 +125,11 @@ func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, u
 	if len(ids) == 0 {
 		return nil, total, nil
 	}
-	found, err := s.queryPersons(ctx, "SELECT "+personColumns+" FROM persons FINAL WHERE project_id = ? AND id IN ? AND is_deleted = 0",
+	// PREWHERE on the key alone is safe with FINAL (every version of a
+	// person has the same key) and makes ClickHouse read the wide columns
+	// of the granules holding the page only; with WHERE, 18.16 read them
+	// for neighbouring rows too, another project's widest person included.
+	found, err := s.queryPersons(ctx, "SELECT "+personColumns+" FROM persons FINAL PREWHERE project_id = ? AND id IN ? WHERE is_deleted = 0",
 		q.ProjectID, set(ids))
 	if err != nil {
 		return nil, 0, err
@@ -182,10 +186,11 @@ func (s *Store) GetPersonByUUID(ctx context.Context, projectID uint64, id uuid.U
 
 func (s *Store) getPerson(ctx context.Context, cond string, projectID uint64, key any) (PersonRecord, error) {
 	// The key condition is on the primary key (id) or a column that
-	// never changes between versions (uuid), so it may filter before
-	// FINAL; is_deleted must be tested after it.
+	// never changes between versions (uuid), so it filters before FINAL
+	// (PREWHERE: the wide columns are read for the person's granules
+	// only); is_deleted must be tested after it.
 	list, err := s.queryPersons(readCtx(ctx),
-		"SELECT "+personColumns+" FROM persons FINAL WHERE project_id = ? AND "+cond+" AND is_deleted = 0 ORDER BY id DESC LIMIT 1",
+		"SELECT "+personColumns+" FROM persons FINAL PREWHERE project_id = ? AND "+cond+" WHERE is_deleted = 0 ORDER BY id DESC LIMIT 1",
 		projectID, key)
 	if err != nil {
 		return PersonRecord{}, err

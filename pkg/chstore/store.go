@@ -67,11 +67,6 @@ func (c *Config) defaults() {
 type Store struct {
 	conn     driver.Conn // a classifyingConn
 	database string
-	// unlimitedPartitions lifts max_partitions_per_insert_block (24.x:
-	// 100) on inserts into persons, which is partitioned by project: a
-	// batch may touch any number of projects. Nil on servers without the
-	// setting (18.16), which would refuse it as unknown.
-	unlimitedPartitions clickhouse.Settings
 }
 
 // Open connects and pings. It creates the database when it is missing, so
@@ -109,24 +104,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
 	s := &Store{conn: &classifyingConn{Conn: conn, gate: g}, database: cfg.Database}
-	var known uint64
-	if err := s.conn.QueryRow(ctx, "SELECT count() FROM system.settings WHERE name = 'max_partitions_per_insert_block'").Scan(&known); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, err)
-	}
-	if known > 0 {
-		s.unlimitedPartitions = clickhouse.Settings{"max_partitions_per_insert_block": 0}
-	}
 	return s, nil
-}
-
-// insertCtx is the context of inserts into persons (and of migrations,
-// which copy it).
-func (s *Store) insertCtx(ctx context.Context) context.Context {
-	if s.unlimitedPartitions == nil {
-		return ctx
-	}
-	return clickhouse.Context(ctx, clickhouse.WithSettings(s.unlimitedPartitions))
 }
 
 // Close closes the pool.
