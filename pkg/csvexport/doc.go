@@ -38,10 +38,16 @@
 //
 // Every header name and cell goes through [Sanitize] first:
 //
-//   - Formula injection: a value starting with '=', '+', '-', '@', tab or
-//     carriage return is prefixed with a single quote ('). This includes
-//     negative numbers: -5 is written as '-5. That is the conservative
-//     OWASP recommendation; spreadsheets display such cells as text.
+//   - Formula injection: a value a spreadsheet could evaluate is prefixed
+//     with a single quote ('), which spreadsheets take as a text marker.
+//     That is a value starting with any control character (tab, CR, LF,
+//     NUL, ...), or whose first character after leading blanks (white
+//     space, controls, invisible format characters such as U+FEFF) is '=',
+//     '+', '-' or '@' or their fullwidth forms ([IsFormula]): " =1+1",
+//     "\r=1+1" and "\n@x" are all quoted. This includes negative numbers:
+//     the writer sees JSON numbers as text and does not tell them apart, so
+//     -5 is written as '-5. That is the conservative OWASP recommendation;
+//     spreadsheets display such cells as text.
 //   - Line breaks inside a value ("\r\n" and a lone "\r") are normalized to
 //     "\n". encoding/csv with UseCRLF would otherwise silently drop a lone
 //     "\r", and every CSV reader turns an embedded "\r\n" into "\n" anyway.
