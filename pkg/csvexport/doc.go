@@ -64,10 +64,18 @@
 // # Large exports
 //
 // The header depends on every row, so nothing can be written before the
-// last row is known. [Writer] therefore accumulates rows page by page: Add
-// flattens a row and keeps only a compact binary encoding of it (interned
-// column ids plus the cell bytes), never the original value. With
-// [Writer.SpillThreshold] set, encoded rows beyond that many bytes are moved
-// to a temporary file, so memory stays bounded by the threshold plus the
-// set of distinct column names; WriteTo then replays them in a second pass.
+// last row is known. [Writer] therefore works in two passes: Add flattens a
+// row and keeps only a compact binary encoding of it (interned column ids
+// plus the cell bytes), never the original value; encoded rows beyond
+// [Writer.SpillThreshold] bytes move to a temporary spill file (unlinked as
+// soon as it is created, where the OS allows, so it cannot outlive the
+// process; Close releases it). WriteTo then writes the header and streams the
+// rows back from the file through a 64 KiB buffer.
+//
+// A Writer from [NewWriter] holds at most DefaultSpillThreshold (1 MiB) of
+// rows in memory, plus the column names, which are capped at
+// DefaultMaxColumns (10,000) distinct columns and DefaultMaxColumnBytes
+// (4 MiB) of names: Add refuses a row that would go past a cap with
+// [ErrTooManyColumns]. Memory is therefore bounded whatever the number of
+// rows (TestNewWriterMemoryBounded exports 200k rows).
 package csvexport

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/csvexport"
 	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/propfilter"
 )
@@ -62,6 +64,9 @@ func toAPIError(err error) (*Error, bool) {
 		return apiErr, false
 	case errors.As(err, &filterErr):
 		return invalid("properties", "Properties are unparsable! "+filterErr.Detail), false
+	case errors.Is(err, csvexport.ErrTooManyColumns):
+		return invalid("format", "The CSV export has too many columns (at most "+strconv.Itoa(csvexport.DefaultMaxColumns)+
+			", the union of the rows' properties); narrow it with a properties filter or use format=json."), false
 	case errors.Is(err, chstore.ErrNotFound):
 		return errNotFound, false
 	case errors.As(err, &pluginErr):
