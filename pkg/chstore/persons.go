@@ -148,9 +148,16 @@ func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, u
 	return list, total, nil
 }
 
+// exportCtx is readCtx with small result blocks: the driver holds a whole
+// block in memory, and ClickHouse's default (65,536 rows) of persons with
+// large properties would be tens of MB, whatever the export does with them.
+func exportCtx(ctx context.Context) context.Context {
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_move_to_prewhere": 0, "max_block_size": 1024}))
+}
+
 // EachPerson streams every person matching q (no paging), for exports.
 func (s *Store) EachPerson(ctx context.Context, q ListQuery, fn func(PersonRecord) error) error {
-	ctx = readCtx(ctx)
+	ctx = exportCtx(ctx)
 	where, args := q.where()
 	sql := "SELECT " + personColumns + " FROM persons FINAL WHERE " + where + " ORDER BY created_at DESC, id DESC"
 	if q.Limit > 0 {

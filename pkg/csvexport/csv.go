@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
 )
 
 // Write writes rows (each a value accepted by [Flatten]) as CSV: a header
@@ -29,25 +30,58 @@ var crlf = strings.NewReplacer("\r\n", "\n", "\r", "\n")
 // Sanitize makes one header name or cell safe to put in a CSV file opened by
 // a spreadsheet:
 //
-//   - a value whose first byte is '=', '+', '-', '@', '\t' or '\r' is
-//     prefixed with a single quote, so it is not evaluated as a formula
-//     (negative numbers included: "-5" becomes "'-5");
+//   - a value a spreadsheet could evaluate as a formula (see [IsFormula]) is
+//     prefixed with a single quote, which spreadsheets take as "this cell is
+//     text" (negative numbers included: "-5" becomes "'-5");
 //   - "\r\n" and lone "\r" inside the value become "\n" (see the package
 //     documentation for why).
 //
 // Quoting is left to encoding/csv.
 func Sanitize(s string) string {
-	if s == "" {
-		return s
-	}
-	switch s[0] {
-	case '=', '+', '-', '@', '\t', '\r':
+	if IsFormula(s) {
 		s = "'" + s
 	}
 	if strings.IndexByte(s, '\r') >= 0 {
 		s = crlf.Replace(s)
 	}
 	return s
+}
+
+// IsFormula reports whether a spreadsheet opening s as a cell could read it
+// as a formula (OWASP's CSV injection list, widened):
+//
+//   - s starts with a control character (tab, CR, LF, NUL, ...): some
+//     importers drop or split on them and evaluate what follows;
+//   - the first character that is not blank (Unicode white space, control or
+//     invisible format character such as U+FEFF or U+200B) is '=', '+', '-'
+//     or '@', or its fullwidth form: importers that trim leading blanks, or
+//     normalize fullwidth signs, evaluate " =1+1" and "＝1+1" too.
+//
+// A value starting with a quote is never a formula, so Sanitize is
+// idempotent.
+func IsFormula(s string) bool {
+	for i, r := range s {
+		switch {
+		case i == 0 && (r < 0x20 || r == 0x7f):
+			return true
+		case isFormulaSign(r):
+			return true
+		case unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
+			// blank: look further
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// isFormulaSign reports whether r starts a formula when it leads a cell.
+func isFormulaSign(r rune) bool {
+	switch r {
+	case '=', '+', '-', '@', '\uFF1D', '\uFF0B', '\uFF0D', '\uFF20':
+		return true
+	}
+	return false
 }
 
 // recordWriter wraps csv.Writer to keep rows made of one empty cell from

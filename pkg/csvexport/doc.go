@@ -38,10 +38,16 @@
 //
 // Every header name and cell goes through [Sanitize] first:
 //
-//   - Formula injection: a value starting with '=', '+', '-', '@', tab or
-//     carriage return is prefixed with a single quote ('). This includes
-//     negative numbers: -5 is written as '-5. That is the conservative
-//     OWASP recommendation; spreadsheets display such cells as text.
+//   - Formula injection: a value a spreadsheet could evaluate is prefixed
+//     with a single quote ('), which spreadsheets take as a text marker.
+//     That is a value starting with any control character (tab, CR, LF,
+//     NUL, ...), or whose first character after leading blanks (white
+//     space, controls, invisible format characters such as U+FEFF) is '=',
+//     '+', '-' or '@' or their fullwidth forms ([IsFormula]): " =1+1",
+//     "\r=1+1" and "\n@x" are all quoted. This includes negative numbers:
+//     the writer sees JSON numbers as text and does not tell them apart, so
+//     -5 is written as '-5. That is the conservative OWASP recommendation;
+//     spreadsheets display such cells as text.
 //   - Line breaks inside a value ("\r\n" and a lone "\r") are normalized to
 //     "\n". encoding/csv with UseCRLF would otherwise silently drop a lone
 //     "\r", and every CSV reader turns an embedded "\r\n" into "\n" anyway.
@@ -58,10 +64,18 @@
 // # Large exports
 //
 // The header depends on every row, so nothing can be written before the
-// last row is known. [Writer] therefore accumulates rows page by page: Add
-// flattens a row and keeps only a compact binary encoding of it (interned
-// column ids plus the cell bytes), never the original value. With
-// [Writer.SpillThreshold] set, encoded rows beyond that many bytes are moved
-// to a temporary file, so memory stays bounded by the threshold plus the
-// set of distinct column names; WriteTo then replays them in a second pass.
+// last row is known. [Writer] therefore works in two passes: Add flattens a
+// row and keeps only a compact binary encoding of it (interned column ids
+// plus the cell bytes), never the original value; encoded rows beyond
+// [Writer.SpillThreshold] bytes move to a temporary spill file (unlinked as
+// soon as it is created, where the OS allows, so it cannot outlive the
+// process; Close releases it). WriteTo then writes the header and streams the
+// rows back from the file through a 64 KiB buffer.
+//
+// A Writer from [NewWriter] holds at most DefaultSpillThreshold (1 MiB) of
+// rows in memory, plus the column names, which are capped at
+// DefaultMaxColumns (10,000) distinct columns and DefaultMaxColumnBytes
+// (4 MiB) of names: Add refuses a row that would go past a cap with
+// [ErrTooManyColumns]. Memory is therefore bounded whatever the number of
+// rows (TestNewWriterMemoryBounded exports 200k rows).
 package csvexport

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 func FuzzFlattenJSON(f *testing.F) {
@@ -16,6 +18,7 @@ func FuzzFlattenJSON(f *testing.F) {
 		`[{"=x":"+y"},{"@z":"-1"},{"\t":"\r"},{"\r\n":"a\r\nb"}]`,
 		`[{"n":12345678901234567890,"e":1e400,"q":"a,\"b\"\nc"}]`,
 		`["\u0000", " x", "\\.", "\ufeff=1", "\ud800"]`,
+		`[{"a":"\r=1","b":"\n=1","c":"\r\n@x","d":" \t-1","e":"\u00a0+1","f":"\uff1d1","\n=h":"\u200b=1"}]`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -52,12 +55,30 @@ func FuzzFlattenJSON(f *testing.F) {
 				t.Fatalf("record %d: %d fields, header has %d\n%q", i, len(rec), len(recs[0]), out)
 			}
 			for _, cell := range rec {
-				if cell != "" && strings.IndexByte("=+-@\t\r", cell[0]) >= 0 {
-					t.Fatalf("record %d: dangerous cell %q", i, cell)
+				if spreadsheetEvaluates(cell) {
+					t.Fatalf("record %d: a spreadsheet would evaluate cell %q", i, cell)
 				}
 			}
 		}
 		// Stronger: the output is exactly what the rules predict.
 		checkRecords(t, rows, recs)
 	})
+}
+
+// spreadsheetEvaluates reports whether a cell, as read back from the CSV, is
+// one a spreadsheet could evaluate: it does not start with the quote that
+// marks text, and it starts with a control character, or its first
+// character after any blanks (white space, controls, format characters) is a
+// formula sign, ASCII or fullwidth. Written independently of IsFormula.
+func spreadsheetEvaluates(cell string) bool {
+	if cell == "" || cell[0] == '\'' {
+		return false
+	}
+	if first, _ := utf8.DecodeRuneInString(cell); unicode.Is(unicode.Cc, first) {
+		return true
+	}
+	rest := strings.TrimLeftFunc(cell, func(r rune) bool {
+		return unicode.In(r, unicode.White_Space, unicode.Cc, unicode.Cf)
+	})
+	return rest != "" && strings.ContainsRune("=+-@＝＋－＠", []rune(rest)[0])
 }

@@ -75,15 +75,45 @@ func TestSanitize(t *testing.T) {
 		{"\rx", "'\nx"},
 		{"\r\nx", "'\nx"},
 		{"a=b", "a=b"},
-		{" =x", " =x"},
 		{"'already", "'already"},
+		{"'=already", "'=already"},
 		{"a\r\nb\rc\n", "a\nb\nc\n"},
-		{"\nx", "\nx"},
 		{"é=", "é="},
+		// Line breaks and other controls lead: always quoted.
+		{"\nx", "'\nx"},
+		{"\x00x", "'\x00x"},
+		{"\x7fx", "'\x7fx"},
+		// A formula sign after leading blanks.
+		{"\r=1+1", "'\n=1+1"},
+		{"\n=1+1", "'\n=1+1"},
+		{"\r\n=1+1", "'\n=1+1"},
+		{"\n\r\t @x", "'\n\n\t @x"},
+		{" =x", "' =x"},
+		{"   -1", "'   -1"},
+		{"\u00a0=x", "'\u00a0=x"},
+		{"\u3000+x", "'\u3000+x"},
+		{"\ufeff=1", "'\ufeff=1"},
+		{"\u200b@x", "'\u200b@x"},
+		{"\u202e=x", "'\u202e=x"},
+		// Fullwidth signs.
+		{"\uff1d1+1", "'\uff1d1+1"},
+		{"\uff0b1", "'\uff0b1"},
+		{"\uff0d1", "'\uff0d1"},
+		{"\uff20x", "'\uff20x"},
+		// Blanks then text, or a sign after text: not a formula.
+		{" x", " x"},
+		{" x=1", " x=1"},
+		{"\u00a0", "\u00a0"},
+		{"x\n=1", "x\n=1"},
+		{"\ufffd=", "\ufffd="},
+		{"\xff=", "\xff="},
 	}
 	for _, tt := range tests {
 		if got := Sanitize(tt.in); got != tt.want {
 			t.Errorf("Sanitize(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if got := Sanitize(Sanitize(tt.in)); got != tt.want {
+			t.Errorf("Sanitize twice (%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
@@ -91,7 +121,7 @@ func TestSanitize(t *testing.T) {
 // Each dangerous leading character, in a cell and as a number, must come
 // back from a CSV reader with the quote prefix.
 func TestInjectionRoundTrip(t *testing.T) {
-	for _, c := range []string{"=", "+", "-", "@", "\t", "\r"} {
+	for _, c := range []string{"=", "+", "-", "@", "\t", "\r", "\n", "\r=", "\n=", "\r\n=", " =", "\t@", "\ufeff+", "\uff1d"} {
 		v := c + "HYPERLINK(\"http://x\")"
 		var buf bytes.Buffer
 		if err := Write(&buf, []any{map[string]any{c + "k": v}}); err != nil {
@@ -104,8 +134,10 @@ func TestInjectionRoundTrip(t *testing.T) {
 		if len(recs) != 2 {
 			t.Fatalf("%q: got %d records", c, len(recs))
 		}
-		want := "'" + strings.ReplaceAll(v, "\r", "\n")
-		if recs[1][0] != want || recs[0][0] != "'"+strings.ReplaceAll(c, "\r", "\n")+"k" {
+		// What a CSV reader gives back: line breaks as "\n".
+		lf := strings.NewReplacer("\r\n", "\n", "\r", "\n")
+		want := "'" + lf.Replace(v)
+		if recs[1][0] != want || recs[0][0] != "'"+lf.Replace(c)+"k" {
 			t.Errorf("%q: got header %q cell %q", c, recs[0][0], recs[1][0])
 		}
 	}

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -17,6 +19,24 @@ import (
 const chunkSize = 64 << 10
 
 var errCorrupt = errors.New("csvexport: corrupt row buffer")
+
+// Limits of a [Writer] made by [NewWriter]. With them an export holds at most
+// about DefaultSpillThreshold bytes of rows plus the column names in memory,
+// however many rows it has.
+const (
+	// DefaultSpillThreshold is the bytes of encoded rows kept in memory
+	// before they move to the spill file.
+	DefaultSpillThreshold = 1 << 20
+	// DefaultMaxColumns caps the distinct columns of one export.
+	DefaultMaxColumns = 10_000
+	// DefaultMaxColumnBytes caps the total bytes of the column names.
+	DefaultMaxColumnBytes = 4 << 20
+)
+
+// ErrTooManyColumns is returned (wrapped) by Add when a row would take the
+// export past MaxColumns or MaxColumnBytes. The row is not added; the rows
+// added before stay.
+var ErrTooManyColumns = errors.New("csvexport: too many columns")
 
 // Writer accumulates rows page by page and writes them as one CSV document
 // with a sorted header once all rows are known.
@@ -33,11 +53,20 @@ type Writer struct {
 	SpillThreshold int
 	// TempDir is where the spill file is created; "" means os.TempDir().
 	TempDir string
+	// MaxColumns caps the number of distinct columns (0 means
+	// DefaultMaxColumns, negative means no cap): the header must be held in
+	// memory until the last row is known.
+	MaxColumns int
+	// MaxColumnBytes caps the total bytes of the distinct column names (0
+	// means DefaultMaxColumnBytes, negative means no cap).
+	MaxColumnBytes int
 
-	ids   map[string]uint32 // column name -> id
-	names []string          // id -> column name
-	seen  []uint64          // id -> generation of the last row that set it
-	gen   uint64            // current row's generation
+	ids       map[string]uint32 // column name -> id
+	names     []string          // id -> column name
+	nameBytes int               // total bytes of names
+	tooWide   bool              // the row being added exceeds a column cap
+	seen      []uint64          // id -> generation of the last row that set it
+	gen       uint64            // current row's generation
 
 	rowIDs  []uint32 // scratch: cells of the row being added
 	rowVals []string
@@ -54,8 +83,10 @@ type Writer struct {
 	err       error // sticky: spilling failed and rows were lost
 }
 
-// NewWriter returns an empty Writer that keeps all rows in memory.
-func NewWriter() *Writer { return &Writer{} }
+// NewWriter returns an empty Writer with bounded memory: rows spill to a
+// temporary file past DefaultSpillThreshold bytes, and the column caps are
+// the defaults. (The zero Writer keeps every row in memory.)
+func NewWriter() *Writer { return &Writer{SpillThreshold: DefaultSpillThreshold} }
 
 // Len returns the number of rows added so far.
 func (w *Writer) Len() int { return w.rows }
@@ -75,9 +106,15 @@ func (w *Writer) Add(v any) error {
 	w.rowIDs, w.rowVals = w.rowIDs[:0], w.rowVals[:0]
 	err := w.walker.walk(v, 0)
 	w.walker.path = w.walker.path[:0]
+	if err == nil && w.tooWide {
+		err = fmt.Errorf("%w (at most %d columns, %d bytes of column names)",
+			ErrTooManyColumns, limit(w.MaxColumns, DefaultMaxColumns), limit(w.MaxColumnBytes, DefaultMaxColumnBytes))
+	}
+	w.tooWide = false
 	if err != nil {
 		for _, n := range w.names[nkeys:] {
 			delete(w.ids, n)
+			w.nameBytes -= len(n)
 		}
 		clear(w.names[nkeys:])
 		w.names, w.seen = w.names[:nkeys], w.seen[:nkeys]
@@ -88,6 +125,17 @@ func (w *Writer) Add(v any) error {
 	clear(w.rowVals) // do not pin the caller's strings
 	w.rows++
 	return w.store()
+}
+
+// limit resolves a cap field: 0 is the default, negative is no cap.
+func limit(v, def int) int {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return math.MaxInt
+	}
+	return v
 }
 
 // AddAll adds several rows, stopping at the first error.
@@ -103,6 +151,12 @@ func (w *Writer) AddAll(rows ...any) error {
 func (w *Writer) emit(key []byte, val string) {
 	id, ok := w.ids[string(key)]
 	if !ok {
+		if len(w.names) >= limit(w.MaxColumns, DefaultMaxColumns) ||
+			w.nameBytes+len(key) > limit(w.MaxColumnBytes, DefaultMaxColumnBytes) {
+			w.tooWide = true // Add rolls the row back
+			return
+		}
+		w.nameBytes += len(key)
 		id = uint32(len(w.names))
 		name := string(key)
 		w.ids[name] = id
@@ -182,7 +236,7 @@ func (w *Writer) spillChunks() error {
 }
 
 // Close releases the spill file, if any, and resets the Writer to empty
-// (keeping SpillThreshold and TempDir).
+// (keeping SpillThreshold, TempDir and the caps).
 func (w *Writer) Close() error {
 	var err error
 	if w.spill != nil {
@@ -193,7 +247,7 @@ func (w *Writer) Close() error {
 			}
 		}
 	}
-	*w = Writer{SpillThreshold: w.SpillThreshold, TempDir: w.TempDir}
+	*w = Writer{SpillThreshold: w.SpillThreshold, TempDir: w.TempDir, MaxColumns: w.MaxColumns, MaxColumnBytes: w.MaxColumnBytes}
 	return err
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/csvexport"
 	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/propfilter"
 )
@@ -95,6 +96,9 @@ func toAPIError(ctx context.Context, err error) (*Error, bool) {
 		return errUnavailable, true
 	case errors.As(err, &filterErr):
 		return invalid("properties", "Properties are unparsable! "+filterErr.Detail), false
+	case errors.Is(err, csvexport.ErrTooManyColumns):
+		return invalid("format", "The CSV export has too many columns (at most "+strconv.Itoa(csvexport.DefaultMaxColumns)+
+			", the union of the rows' properties); narrow it with a properties filter or use format=json."), false
 	case errors.Is(err, chstore.ErrNotFound):
 		return errNotFound, false
 	case errors.As(err, &pluginErr):

@@ -55,8 +55,13 @@
 //     lacking the key match it.
 //   - icontains, not_icontains: positionCaseInsensitiveUTF8(V, text) > 0,
 //     with text = ValueText(value).
-//   - regex, not_regex: match(V, pattern). The pattern must compile with Go's
-//     regexp (RE2 syntax).
+//   - regex, not_regex: P AND match(V, pattern). The pattern must compile
+//     with Go's regexp (RE2 syntax) and must not hold a literal NUL (raw, or
+//     escaped as \x00, \x{0}, \000): ClickHouse 18.16 cuts such patterns at
+//     the NUL in some code paths, so "\x00" matched every string, the empty
+//     one of absent keys included. A class holding NUL ([\x00-\x1f]) works.
+//     ClickHouse 18.16 also ignores (?i) when the pattern has a literal part
+//     ("(?i)ALICE" does not match "alice"); write [Aa][Ll]... there.
 //   - gt, gte, lt, lte: numeric (toFloat64OrNull(V) > n) when the value is a
 //     number or a string that parses as a finite float. Otherwise a byte-wise
 //     string comparison (V > s). Non-numeric stored values never match a
@@ -72,7 +77,9 @@
 //
 // Positive operators never match a person lacking the key. Where the SQL
 // predicate would also be true for the empty string that an absent key yields
-// (exact "", icontains "", a regex matching "", lt/lte strings), P is added.
+// (exact "", icontains "", lt/lte strings), P is added; regex always has it,
+// so no disagreement between Go's and ClickHouse's regex engines about ""
+// can select persons lacking the key.
 // The negated operators (is_not, not_icontains, not_regex) are exact
 // logical negations, so persons lacking the key match them (PostHog behaviour).
 //

@@ -18,6 +18,8 @@ func FuzzParse(f *testing.F) {
 		`[{"key":"d","value":"2024-01-02T03:04:05.5+01:00","operator":"is_date_before"}]`,
 		`[{"key":"d","value":"2024-01-02 03:04:05","operator":"is_date_exact"}]`,
 		`[{"key":"x","type":"cohort","value":3},{"key":"o","value":{"a":[1,{}]}}]`,
+		`[{"key":"r","value":"\u0000","operator":"regex"},{"key":"r","value":"a\\x00","operator":"not_regex"}]`,
+		`{"r__regex":"[\\x00-\\x1f]","s__not_regex":""}`,
 	}
 	for _, s := range seeds {
 		f.Add(s)
@@ -62,6 +64,11 @@ func FuzzParse(f *testing.F) {
 		}
 		if c.SQL == "" && len(c.Args) != 0 {
 			t.Fatalf("empty SQL with args %#v", c.Args)
+		}
+		// A regex never selects a person lacking the key: every match() is
+		// guarded by the presence test.
+		if n := strings.Count(c.SQL, "match("); n != strings.Count(c.SQL, "has(property_keys, ?) AND match(") {
+			t.Fatalf("unguarded match(): %s", c.SQL)
 		}
 		for i := 1; i < len(keys); i++ {
 			if keys[i-1] >= keys[i] {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"math"
 	"regexp"
+	"regexp/syntax"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -191,13 +193,34 @@ func numericString(s string) (float64, bool) {
 	return f, true
 }
 
+// regex compiles regex and not_regex (before negation). The pattern must
+// compile with Go's regexp (RE2 syntax, as ClickHouse's match) and must not
+// hold a NUL character, raw or escaped: ClickHouse (18.16 at least) cuts
+// patterns and subjects at a NUL in some of match()'s code paths, so "\x00"
+// would match every string, the empty one of absent keys included.
+//
+// The presence test is always added, rather than only when Go says the
+// pattern matches "": a regex must never select a person lacking the key,
+// even where ClickHouse's regex engine and Go's disagree.
 func regex(key, pattern string) (frag, error) {
-	re, err := regexp.Compile(pattern)
-	if err != nil {
+	if _, err := regexp.Compile(pattern); err != nil {
 		return frag{}, errorf("invalid regex %q: %v", pattern, err)
 	}
+	// Compile parsed it with the same flags, so this cannot fail.
+	if re, err := syntax.Parse(pattern, syntax.Perl); err != nil || literalNUL(re) {
+		return frag{}, errorf("regex %q matches a NUL character, which ClickHouse cannot match reliably", pattern)
+	}
 	f := frag{"match(" + valueSQL + ", ?)", []any{key, pattern}}
-	return presentIf(re.MatchString(""), key, f), nil
+	return combine("AND", []frag{present(key), f}), nil
+}
+
+// literalNUL reports whether the parsed regex holds a literal NUL (written
+// raw, or as \x00, \x{0}, \000, inside \Q...\E, ...).
+func literalNUL(re *syntax.Regexp) bool {
+	if re.Op == syntax.OpLiteral && slices.Contains(re.Rune, 0) {
+		return true
+	}
+	return slices.ContainsFunc(re.Sub, literalNUL)
 }
 
 func compare(key, op string, value any) (frag, error) {

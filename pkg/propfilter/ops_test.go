@@ -105,11 +105,13 @@ func TestOperators(t *testing.T) {
 
 		// regex
 		{"regex", one(`{"key":"email","value":"@example\\.com$","operator":"regex"}`),
-			"match(" + tV + ", ?)", []any{"email", `@example\.com$`}},
+			"(" + tH + " AND match(" + tV + ", ?))", []any{"email", "email", `@example\.com$`}},
 		{"regex matching empty", one(`{"key":"email","value":".*","operator":"regex"}`),
 			"(" + tH + " AND match(" + tV + ", ?))", []any{"email", "email", ".*"}},
 		{"not_regex", one(`{"key":"email","value":"^a","operator":"not_regex"}`),
-			"(NOT match(" + tV + ", ?))", []any{"email", "^a"}},
+			"(NOT (" + tH + " AND match(" + tV + ", ?)))", []any{"email", "email", "^a"}},
+		{"regex with a NUL class range", one(`{"key":"b","value":"[\\x00-\\x1f]","operator":"regex"}`),
+			"(" + tH + " AND match(" + tV + ", ?))", []any{"b", "b", `[\x00-\x1f]`}},
 
 		// comparisons
 		{"gt number", one(`{"key":"age","value":18,"operator":"gt"}`),
@@ -168,6 +170,14 @@ func TestOperatorErrors(t *testing.T) {
 		{one(`{"key":"a","value":"x","operator":"EXACT"}`), `unknown operator "EXACT"`},
 		{one(`{"key":"a","value":"(","operator":"regex"}`), "invalid regex \"(\": error parsing regexp: missing closing ): `(`"},
 		{one(`{"key":"a","value":"(?<x","operator":"not_regex"}`), ""},
+		{one(`{"key":"a","value":"\u0000","operator":"regex"}`), "regex \"\\x00\" matches a NUL character, which ClickHouse cannot match reliably"},
+		{one(`{"key":"a","value":"a\u0000b","operator":"not_regex"}`), ""},
+		{one(`{"key":"a","value":"\\x00","operator":"regex"}`), ""},
+		{one(`{"key":"a","value":"x\\x{0}","operator":"regex"}`), ""},
+		{one(`{"key":"a","value":"(x\\000)+","operator":"regex"}`), ""},
+		{one(`{"key":"a","value":"\\Q\u0000\\E","operator":"regex"}`), ""},
+		{one(`{"key":"a","value":"(?i)[\u0000]","operator":"regex"}`), ""},
+		{"a__regex=\u0000", ""},
 		{one(`{"key":"a","value":["x"],"operator":"icontains"}`), `operator "icontains" does not accept a list value`},
 		{one(`{"key":"a","value":[1],"operator":"gt"}`), `operator "gt" does not accept a list value`},
 		{one(`{"key":"a","value":["2024-01-01"],"operator":"is_date_after"}`), `operator "is_date_after" does not accept a list value`},
