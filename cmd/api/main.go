@@ -24,6 +24,7 @@ import (
 	"github.com/personhub/personhub/pkg/httpapi"
 	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/progress"
+	"github.com/personhub/personhub/pkg/stream"
 )
 
 func main() {
@@ -87,6 +88,12 @@ func run(args []string) error {
 		return err
 	}
 	defer nc.Close()
+	// Person writes publish on commands.<project>: an EVENTS stream made
+	// before that subject existed gets it now, whether or not the
+	// ingester was upgraded first (the ingester creates missing streams).
+	if err := stream.Upgrade(ctx, js, log); err != nil {
+		return err
+	}
 	keys, err := controlplane.Open(ctx, js, log)
 	if err != nil {
 		return err

@@ -160,17 +160,33 @@ func (c Config) Configs() (events, deadLetter jetstream.StreamConfig) {
 // subject of the contract it lacks (commands.> to an EVENTS stream made
 // before commands had their own subject).
 func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	return bind(ctx, js, cfg, true)
+}
+
+// Upgrade adds the contract's subjects to the streams that exist and
+// creates none: for the API, which publishes commands but leaves creating
+// the streams (with the operator's settings) to the ingester. An API
+// started before the ingester after an upgrade can then publish commands
+// at once.
+func Upgrade(ctx context.Context, js jetstream.JetStream, log *slog.Logger) error {
+	return bind(ctx, js, Config{Logger: log}, false)
+}
+
+func bind(ctx context.Context, js jetstream.JetStream, cfg Config, create bool) error {
 	events, deadLetter := cfg.Configs()
 	for _, want := range []jetstream.StreamConfig{events, deadLetter} {
-		if err := ensureStream(ctx, js, want, cfg.Logger); err != nil {
+		if err := ensureStream(ctx, js, want, cfg.Logger, create); err != nil {
 			return fmt.Errorf("stream %s: %w", want.Name, err)
 		}
 	}
 	return nil
 }
 
-func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, log *slog.Logger) error {
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, log *slog.Logger, create bool) error {
 	s, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) && !create {
+		return nil
+	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		_, err = js.CreateStream(ctx, want)
 		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
