@@ -193,27 +193,31 @@ func TestBatchingDoesNotMatter(t *testing.T) {
 	}
 }
 
+// writeCuts are the states a failed WriteBatch can leave: a prefix of the
+// batch's rows in the order they are written (persons first, then
+// distinct ids).
+var writeCuts = []struct {
+	name  string
+	write func(b Batch) Batch
+}{
+	{"nothing", func(b Batch) Batch { return Batch{} }},
+	{"half the persons", func(b Batch) Batch { return Batch{Persons: b.Persons[:len(b.Persons)/2]} }},
+	{"persons", func(b Batch) Batch { return Batch{Persons: b.Persons} }},
+	{"persons and half the ids", func(b Batch) Batch {
+		return Batch{Persons: b.Persons, DistinctIDs: b.DistinctIDs[:len(b.DistinctIDs)/2]}
+	}},
+	{"everything", func(b Batch) Batch { return b }},
+}
+
 // TestCrashBetweenWrites simulates a crash after part of a batch's rows
 // were written (rows are written persons first, then distinct ids): a fresh
 // Folder reading the store gets the batch again, possibly cut into
 // different batches, and must end in the same state as an uninterrupted run.
 func TestCrashBetweenWrites(t *testing.T) {
-	cuts := []struct {
-		name  string
-		write func(b Batch) Batch
-	}{
-		{"nothing", func(b Batch) Batch { return Batch{} }},
-		{"half the persons", func(b Batch) Batch { return Batch{Persons: b.Persons[:len(b.Persons)/2]} }},
-		{"persons", func(b Batch) Batch { return Batch{Persons: b.Persons} }},
-		{"persons and half the ids", func(b Batch) Batch {
-			return Batch{Persons: b.Persons, DistinctIDs: b.DistinctIDs[:len(b.DistinctIDs)/2]}
-		}},
-		{"everything", func(b Batch) Batch { return b }},
-	}
 	for seed := int64(1); seed <= 12; seed++ {
 		events := randomEvents(seed, 300, 25+int(seed))
 		ref := run(t, events, 40)
-		for _, cut := range cuts {
+		for _, cut := range writeCuts {
 			for _, resize := range []int{40, 13} {
 				store := newMemStore()
 				f := New(store)

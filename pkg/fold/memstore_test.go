@@ -107,6 +107,22 @@ func (m *memStore) snapshot(project uint64) []string {
 	return lines
 }
 
+// rows renders every stored row, deleted persons and distinct id
+// tombstones included, with its version: two stores hold the same
+// projection exactly when these match.
+func (m *memStore) rows() string {
+	var out []string
+	for k, p := range m.persons {
+		props, _ := json.Marshal(p.Properties)
+		out = append(out, fmt.Sprintf("person %d/%d %s %v identified=%v deleted=%v v%d", k.project, k.id, props, p.DistinctIDs, p.IsIdentified, p.IsDeleted, p.Version))
+	}
+	for k, d := range m.dids {
+		out = append(out, fmt.Sprintf("did %d/%s -> %d deleted=%v v%d", k.project, k.id, d.PersonID, d.IsDeleted, d.Version))
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
 // ev builds an event from a compact JSON envelope with defaults filled in.
 func ev(t testing.TB, seq int, js string) event.Event {
 	t.Helper()

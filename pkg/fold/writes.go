@@ -46,13 +46,27 @@ func numberProp(props map[string]any, key string) (uint64, bool) {
 	return 0, false
 }
 
-// personByID returns a person loaded by id, or nil when it does not exist.
-func (f *Folder) personByID(ctx context.Context, project, id uint64) (*personState, error) {
-	if err := f.loadPersons(ctx, project, []uint64{id}); err != nil {
+// personByID returns the person with integer id as a command at in's
+// sequence names it, or nil when it does not exist at that point of the
+// log. A redelivery after a crash may load a row written by a later event
+// of the batch: a person created after in does not exist yet (the first
+// fold found none).
+func (f *Folder) personByID(ctx context.Context, in Input, id uint64) (*personState, error) {
+	if err := f.loadPersons(ctx, in.ProjectID, []uint64{id}); err != nil {
 		return nil, err
 	}
-	return f.persons[personKey{project, id}], nil
+	p := f.persons[personKey{in.ProjectID, id}]
+	if p == nil || createdSeq(p.row.ID) >= in.Seq {
+		return nil, nil
+	}
+	return p, nil
 }
+
+// deletedBefore reports whether p was deleted (or merged away) before the
+// event at seq. A redelivery may read p deleted by a later event of the
+// batch, at a higher version: at seq, p was live. Deleted rows never
+// change again, so their version is the deleting event's.
+func deletedBefore(p *personState, seq uint64) bool { return p.row.IsDeleted && p.row.Version < seq }
 
 // deletePerson folds $delete_person: the person named by $person_id and
 // every distinct id it owns get tombstones. A distinct id seen again later
@@ -63,7 +77,7 @@ func (f *Folder) deletePerson(ctx context.Context, in Input) (Resolved, error) {
 	if !ok {
 		return Resolved{}, nil
 	}
-	p, err := f.personByID(ctx, in.ProjectID, id)
+	p, err := f.personByID(ctx, in, id)
 	if err != nil || p == nil {
 		return Resolved{}, err
 	}
@@ -105,13 +119,11 @@ func (f *Folder) deletePersonEvents(ctx context.Context, in Input) (Resolved, er
 	if !ok {
 		return Resolved{}, nil
 	}
-	p, err := f.personByID(ctx, in.ProjectID, id)
+	p, err := f.personByID(ctx, in, id)
 	if err != nil || p == nil {
 		return Resolved{}, err
 	}
-	existed := createdSeq(p.row.ID) < in.Seq
-	deletedBefore := p.row.IsDeleted && p.row.Version < in.Seq
-	if !existed || deletedBefore {
+	if deletedBefore(p, in.Seq) {
 		return Resolved{}, nil
 	}
 	f.deletions = append(f.deletions, DeletionRequest{
@@ -157,8 +169,8 @@ func (f *Folder) splitPerson(ctx context.Context, in Input) (Resolved, error) {
 	if !ok {
 		return Resolved{}, nil
 	}
-	p, err := f.personByID(ctx, in.ProjectID, id)
-	if err != nil || p == nil || p.row.IsDeleted {
+	p, err := f.personByID(ctx, in, id)
+	if err != nil || p == nil || deletedBefore(p, in.Seq) {
 		return Resolved{}, err
 	}
 	list := splitIDs(ev)

@@ -105,6 +105,9 @@ type Ingester struct {
 	log      *slog.Logger
 	metrics  *metrics
 	folder   *fold.Folder
+	// next is the stream sequence the consumer must deliver next (see
+	// collect); 0 right after the consumer was (re)created.
+	next uint64
 }
 
 // New returns an ingester; Run starts it.
@@ -156,23 +159,30 @@ func (i *Ingester) Run(ctx context.Context) error {
 	if err := i.recover(ctx); err != nil {
 		return err
 	}
-	cons, err := i.consumer(ctx)
-	if err != nil {
-		return err
-	}
-	iter, err := cons.Messages(jetstream.PullMaxMessages(2 * i.cfg.BatchSize))
+	iter, err := i.subscribe(ctx)
 	if err != nil {
 		return err
 	}
 	// Stopping the iterator first means no new message arrives while the
 	// last batch is flushed; the flush must finish before Run returns.
-	defer iter.Stop()
+	defer func() { iter.Stop() }()
 	i.log.Info("ingester consuming", "consumer", i.cfg.Consumer, "committed_seq", i.folder.Committed)
 	for {
 		batch, err := i.collect(ctx, iter)
 		if len(batch) > 0 {
 			if perr := i.processUntilDone(ctx, batch); perr != nil {
 				return perr
+			}
+		}
+		var gap *gapError
+		if errors.As(err, &gap) {
+			// The batch before the gap is committed; the messages from
+			// the gap on come again, in order, from a new consumer.
+			i.metrics.gaps.Inc()
+			i.log.Warn("messages lost in delivery; consumer recreated from the last commit", "expected_seq", gap.want, "delivered_seq", gap.got, "committed_seq", i.folder.Committed)
+			iter.Stop()
+			if iter, err = i.resubscribe(ctx); err == nil {
+				continue
 			}
 		}
 		if err != nil {
@@ -183,39 +193,6 @@ func (i *Ingester) Run(ctx context.Context) error {
 			return err
 		}
 	}
-}
-
-// consumer (re)creates the durable consumer to deliver from the first
-// sequence after the last committed batch. ClickHouse's commit markers,
-// not the consumer's acknowledgements, are the record of progress: after a
-// crash the consumer would hold the dead process's unacknowledged messages
-// until their ack wait expired and deliver newer ones first, out of order.
-// Recreating it keeps the stream order. Hence one running ingester per
-// consumer name.
-func (i *Ingester) consumer(ctx context.Context) (jetstream.Consumer, error) {
-	err := i.js.DeleteConsumer(ctx, stream.Events, i.cfg.Consumer)
-	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return nil, fmt.Errorf("reset consumer %s: %w", i.cfg.Consumer, err)
-	}
-	cfg := jetstream.ConsumerConfig{
-		Durable:       i.cfg.Consumer,
-		Description:   "folds events into persons in ClickHouse; recreated at every start from the last commit",
-		AckPolicy:     jetstream.AckAllPolicy,
-		AckWait:       i.cfg.AckWait,
-		MaxAckPending: 4 * i.cfg.BatchSize,
-		// Events and commands: one stream, one order.
-		FilterSubjects: stream.EventsSubjects,
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	}
-	if i.folder.Committed > 0 {
-		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		cfg.OptStartSeq = i.folder.Committed + 1
-	}
-	cons, err := i.js.CreateConsumer(ctx, stream.Events, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("consumer %s: %w", i.cfg.Consumer, err)
-	}
-	return cons, nil
 }
 
 // recover reads the last committed sequence; rows above it belong to a
@@ -289,42 +266,6 @@ func (i *Ingester) processUntilDone(ctx context.Context, batch []*pending) error
 func backoff(attempt int) time.Duration {
 	d := 100 * time.Millisecond << min(attempt, 8)
 	return min(d, 10*time.Second)
-}
-
-// collect gathers up to BatchSize messages, waiting at most BatchWait after
-// the first one, and not at all once the stream has nothing more.
-func (i *Ingester) collect(ctx context.Context, iter jetstream.MessagesContext) ([]*pending, error) {
-	var batch []*pending
-	var deadline time.Time
-	for len(batch) < i.cfg.BatchSize {
-		var opts []jetstream.NextOpt
-		if len(batch) == 0 {
-			opts = append(opts, jetstream.NextContext(ctx))
-		} else {
-			wait := time.Until(deadline)
-			if wait <= 0 || ctx.Err() != nil {
-				break
-			}
-			if batch[len(batch)-1].last {
-				// Caught up: take what the client has buffered, then
-				// flush at once, so a write is visible in milliseconds.
-				wait = min(wait, time.Millisecond)
-			}
-			opts = append(opts, jetstream.NextMaxWait(wait))
-		}
-		msg, err := iter.Next(opts...)
-		if err != nil {
-			if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
-				break
-			}
-			return batch, err
-		}
-		if len(batch) == 0 {
-			deadline = time.Now().Add(i.cfg.BatchWait)
-		}
-		batch = append(batch, i.decode(msg))
-	}
-	return batch, nil
 }
 
 // decode parses one message into a fold input or a dead letter.

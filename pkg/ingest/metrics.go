@@ -3,9 +3,9 @@ package ingest
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	events, batches, personRows, distinctIDRows, warnings, deadLettered, failures prometheus.Counter
-	batchSize, foldSeconds, flushSeconds                                          prometheus.Histogram
-	lag, committed                                                                prometheus.Gauge
+	events, batches, personRows, distinctIDRows, warnings, deadLettered, failures, gaps prometheus.Counter
+	batchSize, foldSeconds, flushSeconds                                                prometheus.Histogram
+	lag, committed                                                                      prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -32,6 +32,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		warnings:       counter("warnings_total", "Ingestion warnings recorded."),
 		deadLettered:   counter("dead_lettered_total", "Messages sent to the dead-letter stream."),
 		failures:       counter("batch_failures_total", "Batches that failed and were handed back for redelivery."),
+		gaps:           counter("delivery_gaps_total", "Messages lost in delivery (a reconnect, a slow consumer): the consumer was recreated from the last commit."),
 		batchSize:      hist("batch_messages", "Messages per batch.", prometheus.ExponentialBuckets(1, 4, 10)),
 		foldSeconds:    hist("fold_seconds", "Time to fold a batch in memory (with its reads).", prometheus.ExponentialBuckets(0.0005, 2, 16)),
 		flushSeconds:   hist("flush_seconds", "Time to write a batch to ClickHouse.", prometheus.ExponentialBuckets(0.001, 2, 16)),

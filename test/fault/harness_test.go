@@ -84,6 +84,8 @@ func newSystem(t *testing.T) *system {
 		fmt.Sprintf("INGESTER_METRICS_ADDR=127.0.0.1:%d", metricsPort),
 		fmt.Sprintf("API_ADDR=127.0.0.1:%d", apiPort),
 		fmt.Sprintf("DELETER_METRICS_ADDR=127.0.0.1:%d", freePort(t)),
+		// Not the default port: other tests' APIs may hold it.
+		fmt.Sprintf("API_METRICS_ADDR=127.0.0.1:%d", freePort(t)),
 		"API_WRITE_WAIT=100ms",
 		// The load clients share one key; PostHog's per-key limits would
 		// answer most of them 429 (tested in pkg/httpapi).

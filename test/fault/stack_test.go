@@ -27,6 +27,8 @@ func TestStackStopsWithClickHouseDead(t *testing.T) {
 		"CLICKHOUSE_DATABASE=fault",
 		fmt.Sprintf("STACK_NATS_PORT=%d", natsPort),
 		fmt.Sprintf("API_ADDR=127.0.0.1:%d", freePort(t)),
+		// Not the default port: other tests' APIs may hold it.
+		fmt.Sprintf("API_METRICS_ADDR=127.0.0.1:%d", freePort(t)),
 	}
 	p := testenv.StartProcess(t, bin, env)
 	var nc *nats.Conn

@@ -1,0 +1,147 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personhub/personhub/pkg/stream"
+)
+
+// gapError reports that the consumer delivered a message past one it never
+// delivered: the client can lose messages in flight (a connection cut, a
+// reconnect, a full subscription buffer: "slow consumer, messages
+// dropped"), and JetStream does not redeliver them before their ack wait,
+// if ever: the AckAll of a later message acknowledges them too. Folding
+// past the gap would lose those events for good, or fold them out of order.
+type gapError struct{ want, got uint64 }
+
+func (e *gapError) Error() string {
+	return fmt.Sprintf("consumer delivered seq %d, expected %d", e.got, e.want)
+}
+
+// subscribe (re)creates the consumer from the last commit and starts
+// pulling from it.
+func (i *Ingester) subscribe(ctx context.Context) (jetstream.MessagesContext, error) {
+	cons, err := i.consumer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	iter, err := cons.Messages(jetstream.PullMaxMessages(2 * i.cfg.BatchSize))
+	if err != nil {
+		return nil, err
+	}
+	// The first message of a new consumer is the first the stream holds
+	// for it from the start sequence, whatever its sequence.
+	i.next = 0
+	return iter, nil
+}
+
+// resubscribe is subscribe retried until it succeeds or ctx ends: a gap is
+// often the sign of a NATS server that is restarting.
+func (i *Ingester) resubscribe(ctx context.Context) (jetstream.MessagesContext, error) {
+	for attempt := 0; ; attempt++ {
+		iter, err := i.subscribe(ctx)
+		if err == nil {
+			return iter, nil
+		}
+		i.log.Warn("cannot recreate the consumer", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff(attempt)):
+		}
+	}
+}
+
+// consumer (re)creates the durable consumer to deliver from the first
+// sequence after the last committed batch. ClickHouse's commit markers,
+// not the consumer's acknowledgements, are the record of progress: after a
+// crash the consumer would hold the dead process's unacknowledged messages
+// until their ack wait expired and deliver newer ones first, out of order.
+// Recreating it keeps the stream order. Hence one running ingester per
+// consumer name.
+func (i *Ingester) consumer(ctx context.Context) (jetstream.Consumer, error) {
+	err := i.js.DeleteConsumer(ctx, stream.Events, i.cfg.Consumer)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("reset consumer %s: %w", i.cfg.Consumer, err)
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       i.cfg.Consumer,
+		Description:   "folds events into persons in ClickHouse; recreated at every start from the last commit",
+		AckPolicy:     jetstream.AckAllPolicy,
+		AckWait:       i.cfg.AckWait,
+		MaxAckPending: 4 * i.cfg.BatchSize,
+		// Events and commands: one stream, one order.
+		FilterSubjects: stream.EventsSubjects,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	}
+	if i.folder.Committed > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = i.folder.Committed + 1
+	}
+	cons, err := i.js.CreateConsumer(ctx, stream.Events, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", i.cfg.Consumer, err)
+	}
+	return cons, nil
+}
+
+// collect gathers up to BatchSize messages, waiting at most BatchWait after
+// the first one, and not at all once the stream has nothing more.
+//
+// It keeps the stream's order without holes: a message must have the
+// stream sequence after the previous one's. A copy of a message already
+// in hand (a redelivery) is dropped; a message past a hole ends the batch
+// with a gapError, and is left unacknowledged for the new consumer to
+// deliver again. The subjects of the events stream are exactly the
+// consumer's filter, so consecutive messages have consecutive sequences;
+// were the stream given other subjects, each hole would only cost a
+// consumer recreation (its first message is taken as it comes).
+func (i *Ingester) collect(ctx context.Context, iter jetstream.MessagesContext) ([]*pending, error) {
+	var batch []*pending
+	var deadline time.Time
+	for len(batch) < i.cfg.BatchSize {
+		var opts []jetstream.NextOpt
+		if len(batch) == 0 {
+			opts = append(opts, jetstream.NextContext(ctx))
+		} else {
+			wait := time.Until(deadline)
+			if wait <= 0 || ctx.Err() != nil {
+				break
+			}
+			if batch[len(batch)-1].last {
+				// Caught up: take what the client has buffered, then
+				// flush at once, so a write is visible in milliseconds.
+				wait = min(wait, time.Millisecond)
+			}
+			opts = append(opts, jetstream.NextMaxWait(wait))
+		}
+		msg, err := iter.Next(opts...)
+		if err != nil {
+			if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
+				break
+			}
+			return batch, err
+		}
+		p := i.decode(msg)
+		if p.seq != 0 {
+			switch {
+			case i.next != 0 && p.seq < i.next:
+				continue
+			case i.next != 0 && p.seq > i.next:
+				return batch, &gapError{want: i.next, got: p.seq}
+			}
+			i.next = p.seq + 1
+		}
+		if len(batch) == 0 {
+			deadline = time.Now().Add(i.cfg.BatchWait)
+		}
+		batch = append(batch, p)
+	}
+	return batch, nil
+}
