@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,5 +157,45 @@ func TestPoolWaitIsBounded(t *testing.T) {
 	rows.Close()
 	if err := store.Ping(ctx); err != nil {
 		t.Fatalf("after the busy statement ended: %v", err)
+	}
+}
+
+// TestStaleConnectionsAfterARestart: connections that sat idle in the pool
+// while ClickHouse restarted are broken; reads after the restart must not
+// fail on them (the driver replaces a broken idle connection when it hands
+// it out; this keeps it so).
+func TestStaleConnectionsAfterARestart(t *testing.T) {
+	if os.Getenv("CLICKHOUSE_ADDR") != "" {
+		t.Skip("needs a private ClickHouse it may restart")
+	}
+	ch := testenv.StartPrivateClickHouse(t)
+	store := ch.Store(t, "stale")
+	ctx := context.Background()
+	burst := func() []error {
+		var wg sync.WaitGroup
+		errs := make([]error, 16)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Held long enough that the burst needs 16 connections.
+				var n uint8
+				errs[i] = store.Conn().QueryRow(ctx, "SELECT sleep(0.2)").Scan(&n)
+			}()
+		}
+		wg.Wait()
+		return errs
+	}
+	for _, err := range burst() { // fills the pool with idle connections
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch.Kill()
+	ch.Restart(t)
+	for i, err := range burst() {
+		if err != nil {
+			t.Errorf("read %d after the restart: %v", i, err)
+		}
 	}
 }

@@ -331,8 +331,9 @@ func (l *load) assertNo5xx(t *testing.T) {
 
 // assertOnly: in phase, method got only the given statuses (and at least
 // one answer).
-func (l *load) assertOnly(t *testing.T, phase, method string, codes ...int) {
+func (l *load) assertOnly(t *testing.T, phase, method string, codes ...int) bool {
 	t.Helper()
+	ok := true
 	allowed := map[string]bool{}
 	for _, c := range codes {
 		allowed[fmt.Sprintf("%s %d", method, c)] = true
@@ -345,11 +346,25 @@ func (l *load) assertOnly(t *testing.T, phase, method string, codes ...int) {
 		n += v
 		if !allowed[k] {
 			t.Errorf("during %s: %d answers %q, want only %v", phase, v, k, codes)
+			ok = false
 		}
 	}
 	if n == 0 {
 		t.Errorf("no %s request sent during %s was answered in that phase (they hang)", method, phase)
+		ok = false
 	}
+	return ok
+}
+
+// firstLines returns up to n lines of log that contain what.
+func firstLines(log, what string, n int) string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, what) && len(out) < n {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // consumerAckFloor reads the consumer's acknowledgements without the

@@ -17,8 +17,8 @@ func TestNATSRestarted(t *testing.T) {
 	s := newSystem(t)
 	last, ing, srv, l := s.startBusy(13)
 	before := s.committed()
-	s.nats.ShutdownServer()
 	l.setPhase("nats dying")
+	s.nats.ShutdownServer()
 	time.Sleep(300 * time.Millisecond)
 	l.setPhase("nats down")
 	// Longer than a write's publish timeout (5 s), so writes sent while
