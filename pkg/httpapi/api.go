@@ -34,6 +34,7 @@ type ControlPlane interface {
 	Authenticate(secret string) (controlplane.Key, error)
 	ProjectByID(id uint64) (controlplane.Project, bool)
 	ListProjects(ctx context.Context, orgID string) ([]controlplane.Project, error)
+	SetProjectTimezone(ctx context.Context, id uint64, tz string) (controlplane.Project, error)
 }
 
 // Config configures the API.
@@ -132,6 +133,7 @@ func (a *API) routes() []route {
 	read, write, activityRead := []string{"person:read"}, []string{"person:write"}, []string{"activity_log:read"}
 	add("GET", "/api/projects/", []string{"project:read"}, 0, a.listProjects)
 	add("GET", "/api/projects/{project_id}/", []string{"project:read"}, 0, a.getProject)
+	add("PATCH", "/api/projects/{project_id}/", []string{"project:write"}, 0, a.patchProject)
 	add("GET", "/api/projects/{project_id}/persons/", read, 0, a.listPersons).Stream = true
 	if a.writes != nil {
 		add("GET", "/api/projects/{project_id}/persons/activity/", activityRead, 0, a.personActivity)
