@@ -25,6 +25,7 @@ type Persons interface {
 	EachPerson(ctx context.Context, q chstore.ListQuery, fn func(chstore.PersonRecord) error) error
 	GetPerson(ctx context.Context, projectID, id uint64) (chstore.PersonRecord, error)
 	GetPersonByUUID(ctx context.Context, projectID uint64, id uuid.UUID) (chstore.PersonRecord, error)
+	PersonsByID(ctx context.Context, projectID uint64, ids []uint64) (map[uint64]chstore.PersonRecord, error)
 	PersonEvents(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) ([]chstore.TimelineEvent, error)
 	Ping(ctx context.Context) error
 }
@@ -70,7 +71,8 @@ type API struct {
 	ready     func(ctx context.Context) error
 	plugins   *plugin.Service // nil: plugin routes are not served (SetPlugins)
 	writes    *PersonWrites
-	capture   Capture // nil: capture routes are not served (SetCapture, capture.go)
+	capture   Capture  // nil: capture routes are not served (SetCapture, capture.go)
+	insights  Insights // nil: actor routes are not served (SetInsights, insights.go)
 	bodies    *bodySlots
 	limiter   *keyLimiter // nil: no rate limit
 	stream    time.Duration
@@ -137,6 +139,12 @@ func (a *API) routes() []route {
 	add("GET", "/api/projects/{project_id}/persons/", read, 0, a.listPersons).Stream = true
 	if a.writes != nil {
 		add("GET", "/api/projects/{project_id}/persons/activity/", activityRead, 0, a.personActivity)
+	}
+	if a.insights != nil {
+		// Actor routes (insights.go, docs/analysis.md).
+		add("GET", "/api/projects/{project_id}/persons/trends/", read, 0, a.personsTrends)
+		add("GET", "/api/projects/{project_id}/persons/stickiness/", read, 0, a.personsStickiness)
+		add("GET", "/api/projects/{project_id}/persons/lifecycle/", read, 0, a.personsLifecycle)
 	}
 	add("GET", "/api/projects/{project_id}/persons/{id}/", read, 0, a.getPerson)
 	add("GET", "/api/projects/{project_id}/persons/{id}/properties_timeline/", read, 0, a.propertiesTimeline)
