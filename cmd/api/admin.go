@@ -21,6 +21,7 @@ commands:
   create-project -org ORG_ID -name NAME
   create-key -org ORG_ID -label LABEL -scopes person:read,person:write   (prints the secret once)
   revoke-key -id KEY_ID
+  set-timezone -project PROJECT_ID -timezone IANA_NAME   (e.g. Europe/Berlin; default of a project: UTC)
   list-orgs
   list-projects [-org ORG_ID]
   list-keys -org ORG_ID
@@ -41,6 +42,8 @@ func admin(args []string) error {
 	label := fs.String("label", "", "key label")
 	scopes := fs.String("scopes", "", "comma-separated scopes, or *")
 	id := fs.String("id", "", "key id")
+	project := fs.Uint64("project", 0, "project id")
+	timezone := fs.String("timezone", "", "IANA time zone name, e.g. Europe/Berlin")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -71,6 +74,8 @@ func admin(args []string) error {
 	case "revoke-key":
 		err = store.RevokeKey(ctx, *id)
 		out = map[string]any{"revoked": *id}
+	case "set-timezone":
+		out, err = store.SetProjectTimezone(ctx, *project, *timezone)
 	case "list-orgs":
 		out, err = store.ListOrganizations(ctx)
 	case "list-projects":

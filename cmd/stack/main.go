@@ -29,6 +29,7 @@ import (
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/httpapi"
 	"github.com/personhub/personhub/pkg/ingest"
+	"github.com/personhub/personhub/pkg/insight"
 	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/progress"
 	"github.com/personhub/personhub/pkg/stream"
@@ -187,6 +188,8 @@ func run() error {
 		return err
 	}
 	api.SetPlugins(pluginService)
+	// Actions resolve once an actions store exists (nil: unknown action ids are a 400).
+	api.SetInsights(insight.New(store.Conn(), nil))
 	// Capture for the client libraries (docs/capture.md), publishing on
 	// the same NATS connection.
 	capturePublisher, err := capture.NewPublisher(capture.Config{}, js, cp, root.With("component", "capture"), reg)

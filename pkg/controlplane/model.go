@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	_ "time/tzdata" // LoadTimezone: the same zones on every machine
 	"unicode"
 	"unicode/utf8"
 )
@@ -25,6 +26,8 @@ var (
 	// ErrInvalidName means a name or label is empty (after trimming spaces),
 	// too long or not valid text.
 	ErrInvalidName = errors.New("controlplane: invalid name")
+	// ErrInvalidTimezone means a time zone is not an IANA zone name.
+	ErrInvalidTimezone = errors.New("controlplane: invalid time zone")
 )
 
 // Organization owns projects and personal API keys.
@@ -41,6 +44,41 @@ type Project struct {
 	Name           string    `json:"name"`
 	APIToken       string    `json:"api_token"` // public capture token, "phc_…"
 	CreatedAt      time.Time `json:"created_at"`
+	// Timezone is the IANA zone analysis buckets and relative dates follow;
+	// "" (records written before the field existed) means UTC.
+	Timezone string `json:"timezone,omitempty"`
+}
+
+// TimezoneName is the project's zone name, "UTC" when unset.
+func (p Project) TimezoneName() string {
+	if p.Timezone == "" {
+		return "UTC"
+	}
+	return p.Timezone
+}
+
+// Location is the project's zone; UTC when unset or (a record edited by
+// hand) unknown to this binary.
+func (p Project) Location() *time.Location {
+	loc, err := LoadTimezone(p.TimezoneName())
+	if err != nil {
+		return time.UTC
+	}
+	return loc
+}
+
+// LoadTimezone loads an IANA zone by name. "Local" and "" are refused: they
+// would mean the server's zone, which differs between machines. The zone
+// database is embedded (time/tzdata), so every binary knows the same zones.
+func LoadTimezone(name string) (*time.Location, error) {
+	if name == "" || name == "Local" || len(name) > 64 {
+		return nil, fmt.Errorf("%w: %q", ErrInvalidTimezone, name)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q", ErrInvalidTimezone, name)
+	}
+	return loc, nil
 }
 
 // Key is a personal API key. The secret itself is never stored.

@@ -151,6 +151,39 @@ func (s *Store) ListProjects(ctx context.Context, orgID string) ([]Project, erro
 	return out, nil
 }
 
+// SetProjectTimezone sets a project's time zone (an IANA name, checked by
+// LoadTimezone) and returns the project as stored.
+func (s *Store) SetProjectTimezone(ctx context.Context, id uint64, tz string) (Project, error) {
+	if _, err := LoadTimezone(tz); err != nil {
+		return Project{}, err
+	}
+	if id == 0 {
+		return Project{}, fmt.Errorf("%w: project 0", ErrNotFound)
+	}
+	for range maxCASRetries {
+		p, rev, err := getJSON[Project](ctx, s.projects, projectKey(id), "project")
+		if err != nil {
+			return Project{}, err
+		}
+		p.Timezone = tz
+		data, err := json.Marshal(p)
+		if err != nil {
+			return Project{}, fmt.Errorf("controlplane: encode project: %w", err)
+		}
+		newRev, err := s.projects.Update(ctx, projectKey(id), data, rev)
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			continue // concurrent writer; re-read
+		}
+		if err != nil {
+			return Project{}, fmt.Errorf("controlplane: update project %d: %w", id, err)
+		}
+		s.ix.putProject(id, newRev, p, false)
+		s.logger.InfoContext(ctx, "project time zone set", slog.Uint64("project_id", id), slog.String("timezone", tz))
+		return p, nil
+	}
+	return Project{}, fmt.Errorf("controlplane: update project %d: too many concurrent updates", id)
+}
+
 // ProjectByToken looks a project up by its public token in the in-memory
 // index. It does no I/O.
 func (s *Store) ProjectByToken(token string) (Project, bool) {

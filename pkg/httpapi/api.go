@@ -25,6 +25,7 @@ type Persons interface {
 	EachPerson(ctx context.Context, q chstore.ListQuery, fn func(chstore.PersonRecord) error) error
 	GetPerson(ctx context.Context, projectID, id uint64) (chstore.PersonRecord, error)
 	GetPersonByUUID(ctx context.Context, projectID uint64, id uuid.UUID) (chstore.PersonRecord, error)
+	PersonsByID(ctx context.Context, projectID uint64, ids []uint64) (map[uint64]chstore.PersonRecord, error)
 	PersonEvents(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) ([]chstore.TimelineEvent, error)
 	Ping(ctx context.Context) error
 }
@@ -34,6 +35,7 @@ type ControlPlane interface {
 	Authenticate(secret string) (controlplane.Key, error)
 	ProjectByID(id uint64) (controlplane.Project, bool)
 	ListProjects(ctx context.Context, orgID string) ([]controlplane.Project, error)
+	SetProjectTimezone(ctx context.Context, id uint64, tz string) (controlplane.Project, error)
 }
 
 // Config configures the API.
@@ -69,7 +71,8 @@ type API struct {
 	ready     func(ctx context.Context) error
 	plugins   *plugin.Service // nil: plugin routes are not served (SetPlugins)
 	writes    *PersonWrites
-	capture   Capture // nil: capture routes are not served (SetCapture, capture.go)
+	capture   Capture  // nil: capture routes are not served (SetCapture, capture.go)
+	insights  Insights // nil: actor routes are not served (SetInsights, insights.go)
 	bodies    *bodySlots
 	limiter   *keyLimiter // nil: no rate limit
 	stream    time.Duration
@@ -132,9 +135,16 @@ func (a *API) routes() []route {
 	read, write, activityRead := []string{"person:read"}, []string{"person:write"}, []string{"activity_log:read"}
 	add("GET", "/api/projects/", []string{"project:read"}, 0, a.listProjects)
 	add("GET", "/api/projects/{project_id}/", []string{"project:read"}, 0, a.getProject)
+	add("PATCH", "/api/projects/{project_id}/", []string{"project:write"}, 0, a.patchProject)
 	add("GET", "/api/projects/{project_id}/persons/", read, 0, a.listPersons).Stream = true
 	if a.writes != nil {
 		add("GET", "/api/projects/{project_id}/persons/activity/", activityRead, 0, a.personActivity)
+	}
+	if a.insights != nil {
+		// Actor routes (insights.go, docs/analysis.md).
+		add("GET", "/api/projects/{project_id}/persons/trends/", read, 0, a.personsTrends)
+		add("GET", "/api/projects/{project_id}/persons/stickiness/", read, 0, a.personsStickiness)
+		add("GET", "/api/projects/{project_id}/persons/lifecycle/", read, 0, a.personsLifecycle)
 	}
 	add("GET", "/api/projects/{project_id}/persons/{id}/", read, 0, a.getPerson)
 	add("GET", "/api/projects/{project_id}/persons/{id}/properties_timeline/", read, 0, a.propertiesTimeline)

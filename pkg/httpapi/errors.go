@@ -13,6 +13,7 @@ import (
 
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/csvexport"
+	"github.com/personhub/personhub/pkg/insight"
 	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/propfilter"
 )
@@ -87,6 +88,7 @@ func toAPIError(ctx context.Context, err error) (*Error, bool) {
 	var apiErr *Error
 	var filterErr *propfilter.Error
 	var pluginErr *plugin.Error
+	var insightErr *insight.Error
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr, false
@@ -94,6 +96,8 @@ func toAPIError(ctx context.Context, err error) (*Error, bool) {
 		return errClientGone, false
 	case isUnavailable(err):
 		return errUnavailable, true
+	case errors.As(err, &insightErr):
+		return invalid(insightErr.Attr, insightErr.Detail), false
 	case errors.As(err, &filterErr):
 		return invalid("properties", "Properties are unparsable! "+filterErr.Detail), false
 	case errors.Is(err, csvexport.ErrTooManyColumns):

@@ -19,6 +19,7 @@ import (
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/ingest"
+	"github.com/personhub/personhub/pkg/insight"
 	"github.com/personhub/personhub/pkg/progress"
 	"github.com/personhub/personhub/pkg/stream"
 	"github.com/personhub/personhub/pkg/testenv"
@@ -42,6 +43,7 @@ type env struct {
 	keyAID   string
 	// writeWait is how long writes wait for the ingester.
 	writeWait time.Duration
+	ingesting bool // publishEvents started the ingester
 }
 
 func newEnv(t *testing.T) *env {
@@ -93,6 +95,7 @@ func newEnvWait(t *testing.T, wait time.Duration) *env {
 	}
 	t.Cleanup(watcher.Stop)
 	api.SetPersonWrites(PersonWrites{JS: n.JS, Progress: watcher, Activity: activity.New(store.Conn()), Wait: e.writeWait})
+	api.SetInsights(insight.New(store.Conn(), nil))
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	e.url = srv.URL

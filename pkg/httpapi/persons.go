@@ -81,13 +81,18 @@ func (a *API) writePersonsCSV(w http.ResponseWriter, r *http.Request, q chstore.
 	if err != nil {
 		return err
 	}
+	a.sendPersonsCSV(w, out)
+	return nil
+}
+
+// sendPersonsCSV answers collected rows as the persons.csv attachment.
+func (a *API) sendPersonsCSV(w http.ResponseWriter, out *csvexport.Writer) {
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", `attachment; filename="persons.csv"`)
 	w.WriteHeader(http.StatusOK)
 	if _, err := out.WriteTo(w); err != nil {
 		a.log.Warn("csv export cut short", "err", err)
 	}
-	return nil
 }
 
 // getPerson serves GET /api/projects/{project_id}/persons/{id}/.

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/personhub/personhub/pkg/controlplane"
@@ -14,11 +15,12 @@ type projectJSON struct {
 	Name           string `json:"name"`
 	APIToken       string `json:"api_token"`
 	CreatedAt      string `json:"created_at"`
+	Timezone       string `json:"timezone"`
 }
 
 func toProjectJSON(p controlplane.Project) projectJSON {
 	return projectJSON{ID: p.ID, OrganizationID: p.OrganizationID, Name: p.Name, APIToken: p.APIToken,
-		CreatedAt: p.CreatedAt.UTC().Format("2006-01-02T15:04:05Z")}
+		CreatedAt: p.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), Timezone: p.TimezoneName()}
 }
 
 // listProjects serves GET /api/projects/: the projects of the key's
@@ -41,6 +43,35 @@ func (a *API) getProject(w http.ResponseWriter, r *http.Request) error {
 	p, err := a.project(r)
 	if err != nil {
 		return err
+	}
+	writeJSON(w, http.StatusOK, toProjectJSON(p))
+	return nil
+}
+
+// patchProject serves PATCH /api/projects/{project_id}/: today only the
+// time zone (analysis buckets and relative dates follow it) is settable;
+// other fields of the body are ignored.
+func (a *API) patchProject(w http.ResponseWriter, r *http.Request) error {
+	p, err := a.project(r)
+	if err != nil {
+		return err
+	}
+	body, err := readObject(r)
+	if err != nil {
+		return err
+	}
+	if raw, ok := body["timezone"]; ok {
+		tz, ok := raw.(string)
+		if !ok {
+			return invalid("timezone", "timezone must be an IANA time zone name, e.g. \"Europe/Berlin\".")
+		}
+		p, err = a.keys.SetProjectTimezone(r.Context(), p.ID, tz)
+		if errors.Is(err, controlplane.ErrInvalidTimezone) {
+			return invalid("timezone", "\""+tz+"\" is not a known IANA time zone name (e.g. \"Europe/Berlin\", \"UTC\").")
+		}
+		if err != nil {
+			return err
+		}
 	}
 	writeJSON(w, http.StatusOK, toProjectJSON(p))
 	return nil

@@ -1,0 +1,259 @@
+package insight
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/personhub/personhub/pkg/action"
+	"github.com/personhub/personhub/pkg/event"
+)
+
+// Querier runs a ClickHouse query (chstore.Store.Conn()).
+type Querier interface {
+	Query(ctx context.Context, query string, args ...any) (driver.Rows, error)
+}
+
+// Store answers the actor queries of one ClickHouse database.
+type Store struct {
+	conn    Querier
+	actions action.Getter // nil: no actions store; every action id is unknown
+}
+
+// New returns a Store; actions may be nil.
+func New(conn Querier, actions action.Getter) *Store { return &Store{conn: conn, actions: actions} }
+
+// Actor is one person of an answer with its value: the number of matching
+// events (or the property aggregate) for trends, 0 elsewhere.
+type Actor struct {
+	PersonID uint64
+	Value    float64
+}
+
+// Page is the window of an answer: Limit 0 means every actor.
+type Page struct{ Limit, Offset int }
+
+func (p Page) sql() (string, []any) {
+	if p.Limit <= 0 {
+		if p.Offset > 0 {
+			return " LIMIT ?, 18446744073709551615", []any{p.Offset} // 18.16: no OFFSET without LIMIT
+		}
+		return "", nil
+	}
+	return " LIMIT ?, ?", []any{p.Offset, p.Limit}
+}
+
+// commandEvents excludes the events the API's person writes produce
+// (reference §14.8). The command names are never analysis events; $set
+// and $delete_person_property are also ordinary capture events, and the
+// API's copies are told apart by the reserved $actor property (capture
+// refuses it, pkg/event), stored as the start of an Actor object.
+func commandEvents() cond {
+	args := make([]any, 0, len(event.ReservedEvents)+3)
+	for _, n := range event.ReservedEvents {
+		args = append(args, n)
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?, ", len(event.ReservedEvents)), ", ")
+	args = append(args, event.Set, event.DeletePersonProperty, `"`+event.PropActor+`":{"key_id":`)
+	return cond{"NOT (event IN (" + marks + ") OR (event IN (?, ?) AND position(properties, ?) > 0))", args}
+}
+
+// scan is the events of one series attributed to current, live persons:
+// each event belongs to the person that owns its distinct id NOW (so the
+// events of a person merged away count for the survivor), and persons
+// deleted since are gone before any LIMIT.
+type scan struct {
+	project  uint64
+	from, to time.Time // [from, to); from zero: no lower bound
+	where    cond      // over the columns below, e_keys/e_values included
+	f        *filters
+	extra    []cond // more SELECT expressions of the scan
+}
+
+// sql selects pid, uuid, timestamp, created_at (the person's) and extra.
+func (s scan) sql() (string, []any) {
+	var args []any
+	cols := []string{"pid", "uuid", "timestamp", "created_at"}
+	if arrays := eventArrays(s.f.keys()); arrays.sql != "" {
+		cols = append(cols, arrays.sql)
+		args = append(args, arrays.args...)
+	}
+	for _, x := range s.extra {
+		cols = append(cols, x.sql)
+		args = append(args, x.args...)
+	}
+	personCols := "id AS pid, created_at"
+	if s.f.person {
+		personCols += ", property_keys, property_values"
+	}
+	inner := "SELECT pid, uuid, timestamp, event, distinct_id, properties FROM events " +
+		"ALL INNER JOIN (SELECT distinct_id, person_id AS pid FROM person_distinct_ids FINAL WHERE project_id = ? AND is_deleted = 0) USING distinct_id " +
+		"WHERE project_id = ? AND timestamp < toDateTime(?)"
+	args = append(args, s.project, s.project, s.to.Unix())
+	if !s.from.IsZero() {
+		inner += " AND timestamp >= toDateTime(?)"
+		args = append(args, s.from.Unix())
+	}
+	cmd := commandEvents()
+	inner += " AND " + cmd.sql
+	args = append(args, cmd.args...)
+	q := "SELECT " + strings.Join(cols, ", ") + " FROM (" + inner + ") ALL INNER JOIN (SELECT " + personCols +
+		" FROM persons FINAL WHERE project_id = ? AND is_deleted = 0) USING pid"
+	args = append(args, s.project)
+	if s.where.sql != "" {
+		q += " WHERE " + s.where.sql
+		args = append(args, s.where.args...)
+	}
+	return q, args
+}
+
+// match builds the scan of one series over f's range, with the global
+// filters, breakdown and search.
+func (st *Store) match(ctx context.Context, project uint64, f *Filter, e Entity) (scan, error) {
+	fs := newFilters()
+	series, err := st.seriesCond(ctx, project, fs, e)
+	if err != nil {
+		return scan{}, err
+	}
+	global, err := fs.compile("properties", f.Properties)
+	if err != nil {
+		return scan{}, err
+	}
+	s := scan{project: project, from: f.Range.From, to: f.Range.To, f: fs, where: and(series, global)}
+	if f.Range.All {
+		s.from = time.Time{}
+	}
+	if f.BreakdownValue != nil {
+		typ := "event"
+		if f.BreakdownType == "person" {
+			typ = "person"
+		}
+		// An absent property extracts as "" (reference §2): "" selects "none".
+		leaf := map[string]any{"key": f.Breakdown, "type": typ, "value": *f.BreakdownValue}
+		if *f.BreakdownValue == "" {
+			leaf["operator"] = "is_not_set"
+		}
+		bd, err := fs.compile("breakdown", []any{leaf})
+		if err != nil {
+			return scan{}, err
+		}
+		s.where = and(s.where, bd)
+	}
+	if f.Search != "" {
+		fs.person = true
+		byPerson := "positionCaseInsensitiveUTF8(property_values[indexOf(property_keys, ?)], ?) > 0"
+		s.where = and(s.where, or(
+			cond{byPerson, []any{"email", f.Search}},
+			cond{byPerson, []any{"name", f.Search}},
+			cond{"positionCaseInsensitiveUTF8(distinct_id, ?) > 0", []any{f.Search}}))
+	}
+	return s, nil
+}
+
+// seriesCond is the condition of one entity: its event (or any of its
+// action's steps) and its own filters.
+func (st *Store) seriesCond(ctx context.Context, project uint64, fs *filters, e Entity) (cond, error) {
+	if e.Type == "actions" {
+		var a action.Action
+		err := action.ErrNotFound
+		if st.actions != nil {
+			a, err = st.actions.Get(ctx, project, e.ActionID)
+		}
+		if errors.Is(err, action.ErrNotFound) {
+			return cond{}, invalidf("actions", "unknown action %d", e.ActionID)
+		}
+		if err != nil {
+			return cond{}, err
+		}
+		steps := make([]cond, 0, len(a.Steps))
+		for _, step := range a.Steps {
+			props, err := decodeJSON("actions", string(step.Properties))
+			if err != nil {
+				return cond{}, err
+			}
+			c, err := fs.compile("actions", props)
+			if err != nil {
+				return cond{}, err
+			}
+			name := cond{"1", nil}
+			if step.Event != "" {
+				name = cond{"event = ?", []any{step.Event}}
+			}
+			steps = append(steps, and(name, c))
+		}
+		if len(steps) == 0 {
+			return cond{"0", nil}, nil
+		}
+		own, err := fs.compile("actions", e.Properties)
+		if err != nil {
+			return cond{}, err
+		}
+		return and(or(steps...), own), nil
+	}
+	own, err := fs.compile("events", e.Properties)
+	if err != nil {
+		return cond{}, err
+	}
+	if e.ID == nil {
+		return own, nil
+	}
+	return and(cond{"event = ?", []any{*e.ID}}, own), nil
+}
+
+// bucket is the SQL of the interval start of col in the project's zone,
+// and lit the SQL literal of a bucket start computed in Go, so the two
+// compare: hours are DateTimes, the others Dates (weeks from Monday).
+func bucket(iv Interval, col string, loc *time.Location) cond {
+	tz := loc.String()
+	switch iv {
+	case Hour:
+		return cond{"toStartOfHour(" + col + ", ?)", []any{tz}}
+	case Week:
+		return cond{"toMonday(toDate(" + col + ", ?))", []any{tz}}
+	case Month:
+		return cond{"toStartOfMonth(toDate(" + col + ", ?))", []any{tz}}
+	}
+	return cond{"toDate(" + col + ", ?)", []any{tz}}
+}
+
+func lit(iv Interval, t time.Time) cond {
+	if iv == Hour {
+		return cond{"toDateTime(?)", []any{t.Unix()}}
+	}
+	return cond{"toDate(?)", []any{t.Format("2006-01-02")}}
+}
+
+// readCtx: filters stay after FINAL (no move to PREWHERE, which on 18.16
+// would test old versions of persons and distinct ids); bound values may
+// be long.
+func readCtx(ctx context.Context) context.Context {
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
+		"optimize_move_to_prewhere": 0, "max_query_size": 32 << 20}))
+}
+
+func (st *Store) actors(ctx context.Context, sql string, args []any, withValue bool) ([]Actor, error) {
+	rows, err := st.conn.Query(readCtx(ctx), sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Actor
+	for rows.Next() {
+		var a Actor
+		dest := []any{&a.PersonID}
+		if withValue {
+			dest = append(dest, &a.Value)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+func sprintf(pattern, arg string) string { return strings.Replace(pattern, "%s", arg, 1) }
