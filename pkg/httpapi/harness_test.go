@@ -93,6 +93,7 @@ func newEnvWait(t *testing.T, wait time.Duration) *env {
 	}
 	t.Cleanup(watcher.Stop)
 	api.SetPersonWrites(PersonWrites{JS: n.JS, Progress: watcher, Activity: activity.New(store.Conn()), Wait: e.writeWait})
+	enableCohorts(t, api, n.JS, store)
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
