@@ -21,11 +21,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/personhub/personhub/pkg/action"
 	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/appconfig"
 	"github.com/personhub/personhub/pkg/capture"
 	"github.com/personhub/personhub/pkg/chlocal"
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/cohort"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/httpapi"
 	"github.com/personhub/personhub/pkg/ingest"
@@ -188,8 +190,19 @@ func run() error {
 		return err
 	}
 	api.SetPlugins(pluginService)
-	// Actions resolve once an actions store exists (nil: unknown action ids are a 400).
-	api.SetInsights(insight.New(store.Conn(), nil))
+	// Actions and cohorts (docs/cohorts.md): KV buckets on the same
+	// JetStream, static cohort members in ClickHouse.
+	actions, err := action.Open(ctx, js)
+	if err != nil {
+		return err
+	}
+	api.SetActions(actions)
+	cohorts, err := cohort.Open(ctx, js, store.Conn())
+	if err != nil {
+		return err
+	}
+	api.SetCohorts(cohorts)
+	api.SetInsights(insight.New(store.Conn(), actions))
 	// Capture for the client libraries (docs/capture.md), publishing on
 	// the same NATS connection.
 	capturePublisher, err := capture.NewPublisher(capture.Config{}, js, cp, root.With("component", "capture"), reg)

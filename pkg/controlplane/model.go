@@ -185,6 +185,8 @@ var knownScopes = map[string]struct{}{
 	"person:write":       {},
 	"cohort:read":        {},
 	"cohort:write":       {},
+	"action:read":        {},
+	"action:write":       {},
 	"activity_log:read":  {},
 	"activity_log:write": {},
 	"plugin:read":        {},

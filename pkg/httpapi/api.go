@@ -14,7 +14,9 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/personhub/personhub/pkg/action"
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/cohort"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/plugin"
 )
@@ -27,6 +29,7 @@ type Persons interface {
 	GetPersonByUUID(ctx context.Context, projectID uint64, id uuid.UUID) (chstore.PersonRecord, error)
 	PersonsByID(ctx context.Context, projectID uint64, ids []uint64) (map[uint64]chstore.PersonRecord, error)
 	PersonEvents(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) ([]chstore.TimelineEvent, error)
+	PropertyValues(ctx context.Context, projectID uint64, key, contains string) ([]chstore.PropertyValue, error)
 	Ping(ctx context.Context) error
 }
 
@@ -71,8 +74,10 @@ type API struct {
 	ready     func(ctx context.Context) error
 	plugins   *plugin.Service // nil: plugin routes are not served (SetPlugins)
 	writes    *PersonWrites
-	capture   Capture  // nil: capture routes are not served (SetCapture, capture.go)
-	insights  Insights // nil: actor routes are not served (SetInsights, insights.go)
+	capture   Capture         // nil: capture routes are not served (SetCapture, capture.go)
+	insights  Insights        // nil: actor routes are not served (SetInsights, insights.go)
+	actions   *action.Store   // nil: actions routes are not served (SetActions, actions.go)
+	cohorts   *cohort.Service // nil: cohorts routes are not served (SetCohorts, cohorts.go)
 	bodies    *bodySlots
 	limiter   *keyLimiter // nil: no rate limit
 	stream    time.Duration
@@ -137,6 +142,10 @@ func (a *API) routes() []route {
 	add("GET", "/api/projects/{project_id}/", []string{"project:read"}, 0, a.getProject)
 	add("PATCH", "/api/projects/{project_id}/", []string{"project:write"}, 0, a.patchProject)
 	add("GET", "/api/projects/{project_id}/persons/", read, 0, a.listPersons).Stream = true
+	add("GET", "/api/projects/{project_id}/persons/values/", read, 0, a.propertyValues)
+	if a.cohorts != nil {
+		add("GET", "/api/projects/{project_id}/persons/cohorts/", []string{"person:read", "cohort:read"}, 0, a.personCohorts)
+	}
 	if a.writes != nil {
 		add("GET", "/api/projects/{project_id}/persons/activity/", activityRead, 0, a.personActivity)
 	}
@@ -155,6 +164,26 @@ func (a *API) routes() []route {
 		add("POST", "/api/projects/{project_id}/persons/{id}/delete_property/", write, personBody, a.deleteProperty)
 		add("POST", "/api/projects/{project_id}/persons/{id}/split/", write, personBody, a.splitPersonHandler)
 		add("GET", "/api/projects/{project_id}/persons/{id}/activity/", activityRead, 0, a.personActivity)
+	}
+
+	if a.cohorts != nil {
+		// Cohorts (cohorts.go, docs/cohorts.md).
+		cr, cw, c := []string{"cohort:read"}, []string{"cohort:write"}, "/api/projects/{project_id}/cohorts/"
+		add("GET", c, cr, 0, a.listCohorts)
+		add("POST", c, cw, cohortBody, a.createCohort)
+		add("GET", c+"{id}/", cr, 0, a.getCohort)
+		add("PATCH", c+"{id}/", cw, cohortBody, a.patchCohort)
+		add("DELETE", c+"{id}/", cw, 0, a.deleteCohort)
+		add("PATCH", c+"{id}/add_persons_to_static_cohort/", cw, cohortBody, a.addPersonsToCohort)
+	}
+	if a.actions != nil {
+		// Actions (actions.go, docs/cohorts.md).
+		ar, aw, ac := []string{"action:read"}, []string{"action:write"}, "/api/projects/{project_id}/actions/"
+		add("GET", ac, ar, 0, a.listActions)
+		add("POST", ac, aw, actionBody, a.createAction)
+		add("GET", ac+"{id}/", ar, 0, a.getAction)
+		add("PATCH", ac+"{id}/", aw, actionBody, a.patchAction)
+		add("DELETE", ac+"{id}/", aw, 0, a.deleteAction)
 	}
 
 	if a.plugins != nil {

@@ -11,7 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/personhub/personhub/pkg/action"
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/cohort"
 	"github.com/personhub/personhub/pkg/csvexport"
 	"github.com/personhub/personhub/pkg/insight"
 	"github.com/personhub/personhub/pkg/plugin"
@@ -89,6 +91,7 @@ func toAPIError(ctx context.Context, err error) (*Error, bool) {
 	var filterErr *propfilter.Error
 	var pluginErr *plugin.Error
 	var insightErr *insight.Error
+	var fieldErr fieldError
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr, false
@@ -103,14 +106,23 @@ func toAPIError(ctx context.Context, err error) (*Error, bool) {
 	case errors.Is(err, csvexport.ErrTooManyColumns):
 		return invalid("format", "The CSV export has too many columns (at most "+strconv.Itoa(csvexport.DefaultMaxColumns)+
 			", the union of the rows' properties); narrow it with a properties filter or use format=json."), false
-	case errors.Is(err, chstore.ErrNotFound):
+	case errors.Is(err, chstore.ErrNotFound), errors.Is(err, action.ErrNotFound), errors.Is(err, cohort.ErrNotFound):
 		return errNotFound, false
+	case errors.As(err, &fieldErr):
+		return invalid(fieldErr.Field(), fieldErr.Error()), false
 	case errors.As(err, &pluginErr):
 		if e, internal := fromPluginError(pluginErr); e != nil {
 			return e, internal
 		}
 	}
 	return errInternal, true
+}
+
+// fieldError is a domain validation error naming its input field
+// (action.Error, cohort.Error): a 400 with that attr.
+type fieldError interface {
+	error
+	Field() string
 }
 
 func isUnavailable(err error) bool {

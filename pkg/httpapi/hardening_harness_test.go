@@ -71,6 +71,7 @@ func newFullAPIServer(t *testing.T, cfg Config, capCfg capture.Config, settings 
 		t.Fatal(err)
 	}
 	api.SetCapture(pub)
+	enableCohorts(t, api, e.nats.JS, e.store)
 	srv := httptest.NewUnstartedServer(api.Handler())
 	if settings != nil {
 		srv.Config = settings.Server("", api.Handler())

@@ -19,7 +19,6 @@ import (
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/ingest"
-	"github.com/personhub/personhub/pkg/insight"
 	"github.com/personhub/personhub/pkg/progress"
 	"github.com/personhub/personhub/pkg/stream"
 	"github.com/personhub/personhub/pkg/testenv"
@@ -95,7 +94,7 @@ func newEnvWait(t *testing.T, wait time.Duration) *env {
 	}
 	t.Cleanup(watcher.Stop)
 	api.SetPersonWrites(PersonWrites{JS: n.JS, Progress: watcher, Activity: activity.New(store.Conn()), Wait: e.writeWait})
-	api.SetInsights(insight.New(store.Conn(), nil))
+	enableCohorts(t, api, n.JS, store)
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	e.url = srv.URL

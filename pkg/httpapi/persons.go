@@ -41,7 +41,11 @@ func (a *API) listPersons(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	filter, err := propfilter.Parse(q.Get("properties"))
+	var opts propfilter.Options
+	if a.cohorts != nil {
+		opts = a.cohorts.Options(proj.ID)
+	}
+	filter, err := propfilter.ParseWith(r.Context(), q.Get("properties"), opts)
 	if err != nil {
 		return err
 	}

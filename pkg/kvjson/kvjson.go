@@ -15,9 +15,14 @@ import (
 // record that does not decode is handed to bad: returning nil skips it, an
 // error stops the listing.
 func List[T any](ctx context.Context, kv jetstream.KeyValue, bad func(key string, err error) error) ([]T, error) {
+	return listWatch[T](ctx, kv, ">", bad)
+}
+
+// listWatch is List over the keys matching pattern (NATS wildcards).
+func listWatch[T any](ctx context.Context, kv jetstream.KeyValue, pattern string, bad func(key string, err error) error) ([]T, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := kv.WatchAll(wctx, jetstream.IgnoreDeletes())
+	w, err := kv.Watch(wctx, pattern, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", kv.Bucket(), err)
 	}

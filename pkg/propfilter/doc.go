@@ -34,8 +34,13 @@
 // A top-level object that is not a group is a legacy dict (as in PostHog), so
 // a single bare filter object must be wrapped in an array.
 //
-// Filters whose "type" is anything other than "person" (event, cohort,
-// element, ...) are ignored without further validation: they are dropped from
+// [ParseWith] compiles two more types through the caller's [Options]:
+// "cohort" ({"key":"id","value":N}, via a [CohortResolver]; an unknown
+// cohort is an *Error) and "behavioral" (cohort definitions). "negation":
+// true negates any filter.
+//
+// Other filters whose "type" is not "person" (event, element, ..., and
+// cohort/behavioral without options) are ignored without further validation: they are dropped from
 // their group. A group left empty is dropped from its parent, and an empty
 // top level means no constraint. So an OR of a person filter and an event filter
 // constrains by the person filter only. A missing, null or "" type means person.

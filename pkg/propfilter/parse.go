@@ -1,11 +1,13 @@
 package propfilter
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -42,9 +44,36 @@ func errorf(format string, a ...any) *Error {
 	return &Error{Detail: fmt.Sprintf(format, a...)}
 }
 
-// Parse turns the raw properties parameter into a WHERE fragment.
+// Parse turns the raw properties parameter into a WHERE fragment; cohort
+// and behavioural filters are ignored (ParseWith compiles them).
 func Parse(raw string) (Clause, error) {
-	f, _, err := build(raw)
+	return ParseWith(context.Background(), raw, Options{})
+}
+
+// CohortResolver compiles cohort membership: the caller knows its cohorts.
+type CohortResolver interface {
+	// CohortClause returns a condition over a row of the persons table
+	// (columns id, project_id, property_keys, property_values) that holds
+	// when the person is a member of the cohort; found is false for a
+	// cohort that does not exist (or is deleted). Any error is returned
+	// by ParseWith as is.
+	CohortClause(ctx context.Context, id uint64) (c Clause, found bool, err error)
+}
+
+// Options extend Parse with filter types that need the caller.
+type Options struct {
+	// Cohorts compiles {"type":"cohort","key":"id","value":N}; nil:
+	// cohort filters are ignored, as Parse does.
+	Cohorts CohortResolver
+	// Behavioral compiles {"type":"behavioral", ...} filters (cohort
+	// definitions) into a condition over a persons row; nil: ignored.
+	Behavioral func(ctx context.Context, filter map[string]any) (Clause, error)
+}
+
+// ParseWith is Parse with cohort and behavioural filters compiled by opts.
+// An unknown cohort is an *Error (a 400 of the properties parameter).
+func ParseWith(ctx context.Context, raw string, opts Options) (Clause, error) {
+	f, _, err := buildWith(ctx, raw, opts)
 	if err != nil {
 		return Clause{}, err
 	}
@@ -71,14 +100,20 @@ type frag struct {
 type parser struct {
 	filters int
 	keys    map[string]struct{}
+	ctx     context.Context
+	opts    Options
 }
 
 func build(raw string) (frag, []string, error) {
+	return buildWith(context.Background(), raw, Options{})
+}
+
+func buildWith(ctx context.Context, raw string, opts Options) (frag, []string, error) {
 	v, err := decode(raw)
 	if err != nil {
 		return frag{}, nil, err
 	}
-	p := &parser{keys: map[string]struct{}{}}
+	p := &parser{keys: map[string]struct{}{}, ctx: ctx, opts: opts}
 	f, err := p.top(v)
 	if err != nil {
 		return frag{}, nil, err
@@ -183,8 +218,27 @@ func (p *parser) count() error {
 	return nil
 }
 
-// filter compiles one filter object; non-person filters yield an empty frag.
+// filter compiles one filter object; filters of other types than person
+// (and cohort or behavioral when opts compile them) yield an empty frag.
+// "negation": true negates the filter (cohort definitions use it).
 func (p *parser) filter(obj map[string]any) (frag, error) {
+	f, err := p.filterPlain(obj)
+	if err != nil || f.sql == "" {
+		return f, err
+	}
+	switch neg := obj["negation"].(type) {
+	case nil:
+	case bool:
+		if neg {
+			f = not(f)
+		}
+	default:
+		return frag{}, errorf("filter negation must be a boolean, not %s", kind(neg))
+	}
+	return f, nil
+}
+
+func (p *parser) filterPlain(obj map[string]any) (frag, error) {
 	if err := p.count(); err != nil {
 		return frag{}, err
 	}
@@ -193,7 +247,13 @@ func (p *parser) filter(obj map[string]any) (frag, error) {
 		if !ok {
 			return frag{}, errorf("filter type must be a string, not %s", kind(t))
 		}
-		if s != "" && s != "person" {
+		switch {
+		case s == "cohort" && p.opts.Cohorts != nil:
+			return p.cohort(obj)
+		case s == "behavioral" && p.opts.Behavioral != nil:
+			c, err := p.opts.Behavioral(p.ctx, obj)
+			return frag{sql: c.SQL, args: c.Args}, err
+		case s != "" && s != "person":
 			return frag{}, nil
 		}
 	}
@@ -301,4 +361,36 @@ func kind(v any) string {
 	default:
 		return fmt.Sprintf("%T", v)
 	}
+}
+
+// cohort compiles {"type":"cohort","key":"id","value":N} through the
+// resolver.
+func (p *parser) cohort(obj map[string]any) (frag, error) {
+	if k, ok := obj["key"]; ok && k != "id" {
+		return frag{}, errorf(`a cohort filter has key "id", not %v`, k)
+	}
+	var id uint64
+	var err error
+	switch v := obj["value"].(type) {
+	case json.Number:
+		id, err = strconv.ParseUint(v.String(), 10, 64)
+	case string:
+		id, err = strconv.ParseUint(v, 10, 64)
+	default:
+		return frag{}, errorf("a cohort filter's value is a cohort id, not %s", kind(v))
+	}
+	if err != nil || id == 0 {
+		return frag{}, errorf("a cohort filter's value is a cohort id, not %v", obj["value"])
+	}
+	c, found, err := p.opts.Cohorts.CohortClause(p.ctx, id)
+	if err != nil {
+		return frag{}, err
+	}
+	if !found {
+		return frag{}, errorf("cohort %d does not exist", id)
+	}
+	if c.SQL == "" {
+		return frag{"(1 = 1)", nil}, nil
+	}
+	return frag{"(" + c.SQL + ")", c.Args}, nil
 }

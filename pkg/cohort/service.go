@@ -1,0 +1,275 @@
+package cohort
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personhub/personhub/pkg/kvjson"
+)
+
+// Bucket is the JetStream KV bucket of cohort definitions: key
+// "<project>.<id>", value the JSON Cohort; key "seq" the last id given out.
+const Bucket = "cohorts"
+
+// Service stores cohorts and evaluates their membership.
+type Service struct {
+	records *kvjson.Records[Cohort]
+	conn    driver.Conn
+	now     func() time.Time
+}
+
+// Open creates (or binds to) the cohorts bucket; conn is ClickHouse
+// (cohort_people, persons, person_distinct_ids, events).
+func Open(ctx context.Context, js jetstream.JetStream, conn driver.Conn) (*Service, error) {
+	r, err := kvjson.OpenRecords[Cohort](ctx, js, Bucket, "personhub cohort definitions")
+	if err != nil {
+		return nil, fmt.Errorf("cohort: %w", err)
+	}
+	return &Service{records: r, conn: conn, now: time.Now}, nil
+}
+
+// View is a cohort with its current member count (nil when the
+// definition cannot be evaluated, e.g. it names a cohort since deleted).
+type View struct {
+	Cohort
+	Count *uint64
+}
+
+// Create stores a new cohort. A static cohort's members, when given, are
+// stored first, so a cohort never appears without them; none of them
+// known is a 400.
+func (s *Service) Create(ctx context.Context, projectID uint64, in Input) (View, error) {
+	c := Cohort{Name: in.Name, Groups: in.Groups, CreatedAt: s.now().UTC().Truncate(time.Millisecond)}
+	if in.Description != nil {
+		c.Description = *in.Description
+	}
+	if in.IsStatic != nil {
+		c.IsStatic = *in.IsStatic
+	}
+	if in.Deleted != nil {
+		c.Deleted = *in.Deleted
+	}
+	if c.Groups == nil {
+		c.Groups = []byte("[]")
+	}
+	switch {
+	case !c.IsStatic && in.HasMembers():
+		return View{}, invalid("is_static", "Members can be given to static cohorts only (is_static: true).")
+	case !c.IsStatic:
+		if in.Filters == nil {
+			return View{}, invalid("filters", "Must contain a 'properties' key with type and values.")
+		}
+		c.Filters = in.Filters
+		if _, err := s.compile(ctx, projectID, c); err != nil {
+			return View{}, err
+		}
+	}
+	id, err := s.records.NextID(ctx)
+	if err != nil {
+		return View{}, fmt.Errorf("cohort: %w", err)
+	}
+	c.ID = id
+	if c.IsStatic && in.HasMembers() {
+		if _, err := s.addMembers(ctx, projectID, id, in, MaxMembersPerCreate); err != nil {
+			return View{}, err
+		}
+	}
+	if err := s.records.Create(ctx, projectID, id, c); err != nil {
+		return View{}, fmt.Errorf("cohort: %w", err)
+	}
+	return s.view(ctx, projectID, c)
+}
+
+// Get returns a cohort, soft-deleted ones included (as PostHog).
+func (s *Service) Get(ctx context.Context, projectID, id uint64) (View, error) {
+	c, err := s.get(ctx, projectID, id)
+	if err != nil {
+		return View{}, err
+	}
+	return s.view(ctx, projectID, c)
+}
+
+func (s *Service) get(ctx context.Context, projectID, id uint64) (Cohort, error) {
+	c, err := s.records.Get(ctx, projectID, id)
+	if errors.Is(err, kvjson.ErrNotFound) {
+		return Cohort{}, ErrNotFound
+	}
+	if err != nil {
+		return Cohort{}, fmt.Errorf("cohort: %w", err)
+	}
+	return c, nil
+}
+
+func (s *Service) view(ctx context.Context, projectID uint64, c Cohort) (View, error) {
+	views, err := s.withCounts(ctx, projectID, []Cohort{c})
+	if err != nil {
+		return View{}, err
+	}
+	return views[0], nil
+}
+
+// ListQuery selects cohorts of a project.
+type ListQuery struct {
+	// Type is "static", "dynamic" or "" (both).
+	Type string
+	// Search is a case-insensitive substring of the name.
+	Search string
+}
+
+// List returns the live cohorts, newest first (created_at, then id), with
+// no counts (Counts adds them to a page).
+func (s *Service) List(ctx context.Context, projectID uint64, q ListQuery) ([]Cohort, error) {
+	all, err := s.live(ctx, projectID)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, c := range all {
+		switch {
+		case q.Type == "static" && !c.IsStatic, q.Type == "dynamic" && c.IsStatic:
+			continue
+		case q.Search != "" && (c.Name == nil || !strings.Contains(strings.ToLower(*c.Name), strings.ToLower(q.Search))):
+			continue
+		}
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b Cohort) int {
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.ID, a.ID))
+	})
+	return out, nil
+}
+
+// live returns the project's non-deleted cohorts by id.
+func (s *Service) live(ctx context.Context, projectID uint64) ([]Cohort, error) {
+	all, err := s.records.List(ctx, projectID)
+	if err != nil {
+		return nil, fmt.Errorf("cohort: %w", err)
+	}
+	out := all[:0]
+	for _, c := range all {
+		if !c.Deleted {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b Cohort) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Counts adds the member counts to a page of cohorts.
+func (s *Service) Counts(ctx context.Context, projectID uint64, page []Cohort) ([]View, error) {
+	return s.withCounts(ctx, projectID, page)
+}
+
+// Update applies the given fields. deleted=true soft-deletes, false
+// restores. A dynamic cohort's new filters are compiled first (an unknown
+// cohort or a reference loop is a 400).
+func (s *Service) Update(ctx context.Context, projectID, id uint64, in Input) (View, error) {
+	if in.HasMembers() {
+		return View{}, invalid("person_ids", "Add members with PATCH .../add_persons_to_static_cohort/.")
+	}
+	if in.IsStatic != nil {
+		cur, err := s.get(ctx, projectID, id)
+		if err != nil {
+			return View{}, err
+		}
+		if *in.IsStatic != cur.IsStatic {
+			return View{}, invalid("is_static", "A cohort cannot change between static and dynamic.")
+		}
+	}
+	c, err := s.records.Modify(ctx, projectID, id, func(c *Cohort) error {
+		if in.Name != nil || in.nameNull {
+			c.Name = in.Name
+		}
+		if in.Description != nil {
+			c.Description = *in.Description
+		}
+		if in.Deleted != nil {
+			c.Deleted = *in.Deleted
+		}
+		if in.Groups != nil {
+			c.Groups = in.Groups
+		}
+		if in.Filters != nil {
+			if c.IsStatic {
+				return invalid("filters", "A static cohort has members, not filters.")
+			}
+			c.Filters = in.Filters
+			if _, err := s.compile(ctx, projectID, *c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, kvjson.ErrNotFound) {
+		return View{}, ErrNotFound
+	}
+	if err != nil {
+		return View{}, err
+	}
+	return s.view(ctx, projectID, c)
+}
+
+// Delete soft-deletes a live cohort; deleting twice is ErrNotFound.
+func (s *Service) Delete(ctx context.Context, projectID, id uint64) error {
+	_, err := s.records.Modify(ctx, projectID, id, func(c *Cohort) error {
+		if c.Deleted {
+			return ErrNotFound
+		}
+		c.Deleted = true
+		return nil
+	})
+	if errors.Is(err, kvjson.ErrNotFound) {
+		return ErrNotFound
+	}
+	return err
+}
+
+// AddMembers adds persons to a live static cohort: 1 to MaxMembersPerAdd
+// ids; unknown ones are ignored, none known is a 400. It returns the
+// cohort after the change.
+func (s *Service) AddMembers(ctx context.Context, projectID, id uint64, in Input) (View, error) {
+	c, err := s.get(ctx, projectID, id)
+	if err != nil {
+		return View{}, err
+	}
+	if c.Deleted {
+		return View{}, ErrNotFound
+	}
+	if !c.IsStatic {
+		return View{}, invalid("is_static", "Persons can be added to static cohorts only.")
+	}
+	if !in.HasMembers() {
+		return View{}, invalid("person_ids", "Give 1 to %d person_ids or distinct_ids.", MaxMembersPerAdd)
+	}
+	if _, err := s.addMembers(ctx, projectID, id, in, MaxMembersPerAdd); err != nil {
+		return View{}, err
+	}
+	return s.view(ctx, projectID, c)
+}
+
+// PersonCohorts returns the live cohorts the person is a member of, by id.
+func (s *Service) PersonCohorts(ctx context.Context, projectID, personID uint64) ([]View, error) {
+	all, err := s.live(ctx, projectID)
+	if err != nil {
+		return nil, err
+	}
+	member, err := s.memberships(ctx, projectID, all, personID)
+	if err != nil {
+		return nil, err
+	}
+	var in []Cohort
+	for i, c := range all {
+		if member[i] {
+			in = append(in, c)
+		}
+	}
+	return s.withCounts(ctx, projectID, in)
+}
