@@ -17,16 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/personhub/personhub/pkg/action"
-	"github.com/personhub/personhub/pkg/activity"
+	"github.com/personhub/personhub/cmd/internal/apiserver"
 	"github.com/personhub/personhub/pkg/appconfig"
-	"github.com/personhub/personhub/pkg/capture"
-	"github.com/personhub/personhub/pkg/cohort"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/httpapi"
-	"github.com/personhub/personhub/pkg/insight"
 	"github.com/personhub/personhub/pkg/plugin"
-	"github.com/personhub/personhub/pkg/progress"
 	"github.com/personhub/personhub/pkg/stream"
 )
 
@@ -105,48 +100,14 @@ func run(args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	ready := appconfig.Readiness(nc, store.Ping)
-	api, err := httpapi.New(server.Apply(httpapi.Config{PublicURL: o.publicURL}), store, keys, log, reg, ready)
+	api, ready, stopAPI, err := apiserver.Build(ctx, apiserver.Deps{
+		Store: store, NC: nc, JS: js, Keys: keys, Log: log, Reg: reg,
+		Server: *server, Plugins: *plugins, PublicURL: o.publicURL, Consumer: o.consumer, WriteWait: o.writeWait,
+	})
 	if err != nil {
 		return err
 	}
-	kv, err := progress.Open(ctx, js)
-	if err != nil {
-		return err
-	}
-	watcher, err := progress.Watch(ctx, kv, o.consumer)
-	if err != nil {
-		return err
-	}
-	defer watcher.Stop()
-	api.SetPersonWrites(httpapi.PersonWrites{JS: js, Progress: watcher, Activity: activity.New(store.Conn()), Wait: o.writeWait})
-	// Plugins: KV buckets, object store and event stream on the same
-	// JetStream; closed with the NATS connection.
-	pluginService, err := plugins.Open(ctx, js, keys, store.Conn(), log, reg)
-	if err != nil {
-		return err
-	}
-	api.SetPlugins(pluginService)
-	// Actions and cohorts (docs/cohorts.md): KV buckets on the same
-	// JetStream, static cohort members in ClickHouse.
-	actions, err := action.Open(ctx, js)
-	if err != nil {
-		return err
-	}
-	api.SetActions(actions)
-	cohorts, err := cohort.Open(ctx, js, store.Conn())
-	if err != nil {
-		return err
-	}
-	api.SetCohorts(cohorts)
-	api.SetInsights(insight.New(store.Conn(), actions))
-	// Capture for the client libraries (docs/capture.md), publishing on
-	// the same NATS connection.
-	capturePublisher, err := capture.NewPublisher(capture.Config{}, js, keys, log, reg)
-	if err != nil {
-		return err
-	}
-	api.SetCapture(capturePublisher)
+	defer stopAPI()
 	stopOps, err := appconfig.OpsServer(server.MetricsAddr, reg, ready, log)
 	if err != nil {
 		return err

@@ -21,19 +21,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/personhub/personhub/pkg/action"
-	"github.com/personhub/personhub/pkg/activity"
+	"github.com/personhub/personhub/cmd/internal/apiserver"
 	"github.com/personhub/personhub/pkg/appconfig"
-	"github.com/personhub/personhub/pkg/capture"
 	"github.com/personhub/personhub/pkg/chlocal"
 	"github.com/personhub/personhub/pkg/chstore"
-	"github.com/personhub/personhub/pkg/cohort"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/httpapi"
 	"github.com/personhub/personhub/pkg/ingest"
-	"github.com/personhub/personhub/pkg/insight"
 	"github.com/personhub/personhub/pkg/plugin"
-	"github.com/personhub/personhub/pkg/progress"
 	"github.com/personhub/personhub/pkg/stream"
 )
 
@@ -165,51 +160,19 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ready := appconfig.Readiness(nc, store.Ping)
-	api, err := httpapi.New(apiServer.Apply(httpapi.Config{}), store, cp, root.With("component", "api"), reg, ready)
-	if err != nil {
-		return err
-	}
-	kv, err := progress.Open(ctx, js)
-	if err != nil {
-		return err
-	}
-	watcher, err := progress.Watch(ctx, kv, ingest.DefaultConfig().Consumer)
-	if err != nil {
-		return err
-	}
-	defer watcher.Stop()
-	api.SetPersonWrites(httpapi.PersonWrites{JS: js, Progress: watcher, Activity: activity.New(store.Conn())})
 	// Plugins; the local organization may manage global plugins unless
 	// PLUGIN_GLOBAL_ORGANIZATIONS says otherwise.
 	if plugins.GlobalOrganizations == "" {
 		plugins.GlobalOrganizations = boot.OrganizationID
 	}
-	pluginService, err := plugins.Open(ctx, js, cp, store.Conn(), root, reg)
+	api, ready, stopAPI, err := apiserver.Build(ctx, apiserver.Deps{
+		Store: store, NC: nc, JS: js, Keys: cp, Log: root.With("component", "api"), Reg: reg,
+		Server: *apiServer, Plugins: *plugins, Consumer: ingest.DefaultConfig().Consumer,
+	})
 	if err != nil {
 		return err
 	}
-	api.SetPlugins(pluginService)
-	// Actions and cohorts (docs/cohorts.md): KV buckets on the same
-	// JetStream, static cohort members in ClickHouse.
-	actions, err := action.Open(ctx, js)
-	if err != nil {
-		return err
-	}
-	api.SetActions(actions)
-	cohorts, err := cohort.Open(ctx, js, store.Conn())
-	if err != nil {
-		return err
-	}
-	api.SetCohorts(cohorts)
-	api.SetInsights(insight.New(store.Conn(), actions))
-	// Capture for the client libraries (docs/capture.md), publishing on
-	// the same NATS connection.
-	capturePublisher, err := capture.NewPublisher(capture.Config{}, js, cp, root.With("component", "capture"), reg)
-	if err != nil {
-		return err
-	}
-	api.SetCapture(capturePublisher)
+	defer stopAPI()
 	// /metrics (and health) on the ops address, never on the API's.
 	stopOps, err := appconfig.OpsServer(apiServer.MetricsAddr, reg, ready, log)
 	if err != nil {
