@@ -110,6 +110,10 @@ func TestActorsFilters(t *testing.T) {
 		}
 		compare(t, "stickiness "+c.name, w.fetchAll(t, "stickiness", rangeQ("properties", c.props, "stickiness_days", "2")),
 			w.refStickiness("day", m, from, to, 2), false)
+		for _, typ := range []string{"new", "returning", "resurrecting", "dormant"} {
+			q := rangeQ("events", `[{"id":"$pageview","type":"events"}]`, "properties", c.props, "target_date", "2026-10-20", "lifecycle_type", typ)
+			compare(t, "lifecycle "+typ+" "+c.name, w.fetchAll(t, "lifecycle", q), w.refLifecycle("day", m, from, to, w.day(15), typ), false)
+		}
 	}
 
 	// search: person email or name, or the event's distinct id (then only
