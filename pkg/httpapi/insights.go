@@ -104,6 +104,9 @@ func (a *API) serveActors(w http.ResponseWriter, r *http.Request, valued bool, r
 	if err != nil {
 		return err
 	}
+	if a.cohorts != nil {
+		f.Cohorts = a.cohorts.Options(proj.ID).Cohorts
+	}
 	page := insight.Page{Limit: win.Limit + 1, Offset: win.Offset}
 	if csv && !win.HasLimit {
 		page.Limit = 0 // an export without a limit holds every actor

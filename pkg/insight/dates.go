@@ -204,8 +204,9 @@ func resolveRange(from, to string, explicit bool, iv Interval, now time.Time, lo
 		}
 		r.To = iv.Next(iv.Trunc(r.To, loc))
 	}
-	if !r.All && !r.From.Before(r.To) {
-		return Range{}, invalidf("date_from", "date_from must be before date_to.")
-	}
+	// A range with date_from after date_to is empty, not an error: the
+	// frontend asks for weekly/monthly active persons of a point with
+	// date_from = the point + 1 day and date_to = the point, and trends
+	// then takes its own lower bound (PostHog does the same).
 	return r, nil
 }

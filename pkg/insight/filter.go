@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/personhub/personhub/pkg/propfilter"
 )
 
 // Entity is one series of an insight: an event (ID the event name, nil
@@ -36,6 +38,10 @@ type Filter struct {
 	BreakdownType  string
 	BreakdownValue *string
 	Search         string
+	// Cohorts compiles cohort filters of the project (cohort.Service.
+	// Options(project).Cohorts); nil: every cohort filter names an unknown
+	// cohort. The caller sets it after ParseFilter.
+	Cohorts propfilter.CohortResolver
 }
 
 // ParseFilter reads the shared parameters. loc is the project's zone, now

@@ -1,6 +1,7 @@
 package insight
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -55,11 +56,16 @@ func join(op string, cs []cond) cond {
 }
 
 // filters compiles property filters and remembers which event keys and
-// whether person properties the query must provide.
+// whether person columns the query must provide.
 type filters struct {
 	eventKeys map[string]struct{}
 	person    bool
 	count     int
+	// ctx and cohorts compile cohort filters (a condition over the persons
+	// row, the persons list's hook); cohorts nil: only their shape is
+	// checked, as ParseFilter does before the project's cohorts are known.
+	ctx     context.Context
+	cohorts propfilter.CohortResolver
 }
 
 func newFilters() *filters { return &filters{eventKeys: map[string]struct{}{}} }
@@ -188,8 +194,10 @@ func (f *filters) leaf(attr string, obj map[string]any) (cond, error) {
 	}
 	switch kind {
 	case "event", "person":
+	case "cohort":
+		return f.cohort(attr, obj)
 	default:
-		return cond{}, invalidf(attr, "Filters of type %q are not supported here (only event and person filters).", kind)
+		return cond{}, invalidf(attr, "Filters of type %q are not supported here (only event, person and cohort filters).", kind)
 	}
 	leaf := map[string]any{"type": "person"}
 	for _, k := range []string{"key", "value", "operator"} {
@@ -217,6 +225,41 @@ func (f *filters) leaf(attr string, obj map[string]any) (cond, error) {
 	f.eventKeys[obj["key"].(string)] = struct{}{} // propfilter accepted it: a non-empty string
 	c.sql = strings.NewReplacer("property_keys", "e_keys", "property_values", "e_values").Replace(c.sql)
 	return c, nil
+}
+
+// cohort compiles {"type":"cohort","key":"id","value":N} (negation
+// allowed) through propfilter and the resolver: membership of the event's
+// current person.
+func (f *filters) cohort(attr string, obj map[string]any) (cond, error) {
+	ctx, res := f.ctx, f.cohorts
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if res == nil {
+		res = anyCohort{}
+	}
+	raw, err := json.Marshal([]any{obj})
+	if err != nil {
+		return cond{}, invalidf(attr, "Properties are unparsable! %v", err)
+	}
+	clause, err := propfilter.ParseWith(ctx, string(raw), propfilter.Options{Cohorts: res})
+	if err != nil {
+		var pe *propfilter.Error
+		if errors.As(err, &pe) {
+			return cond{}, invalidf(attr, "Properties are unparsable! %s", pe.Detail)
+		}
+		return cond{}, err
+	}
+	f.person = true
+	return cond{clause.SQL, clause.Args}, nil
+}
+
+// anyCohort accepts every cohort id: the shape check before the project's
+// cohorts are known.
+type anyCohort struct{}
+
+func (anyCohort) CohortClause(context.Context, uint64) (propfilter.Clause, bool, error) {
+	return propfilter.Clause{SQL: "(1 = 1)"}, true, nil
 }
 
 // keys returns the event keys the filters name, sorted.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/personhub/personhub/pkg/action"
 	"github.com/personhub/personhub/pkg/event"
+	"github.com/personhub/personhub/pkg/propfilter"
 )
 
 // Querier runs a ClickHouse query (chstore.Store.Conn()).
@@ -88,7 +89,8 @@ func (s scan) sql() (string, []any) {
 	}
 	personCols := "id AS pid, created_at"
 	if s.f.person {
-		personCols += ", property_keys, property_values"
+		// id too: cohort conditions are over a persons row.
+		personCols += ", id, property_keys, property_values"
 	}
 	inner := "SELECT pid, uuid, timestamp, event, distinct_id, properties FROM events " +
 		"ALL INNER JOIN (SELECT distinct_id, person_id AS pid FROM person_distinct_ids FINAL WHERE project_id = ? AND is_deleted = 0) USING distinct_id " +
@@ -115,6 +117,10 @@ func (s scan) sql() (string, []any) {
 // filters, breakdown and search.
 func (st *Store) match(ctx context.Context, project uint64, f *Filter, e Entity) (scan, error) {
 	fs := newFilters()
+	fs.ctx, fs.cohorts = ctx, f.Cohorts
+	if fs.cohorts == nil {
+		fs.cohorts = noCohorts{}
+	}
 	series, err := st.seriesCond(ctx, project, fs, e)
 	if err != nil {
 		return scan{}, err
@@ -152,6 +158,13 @@ func (st *Store) match(ctx context.Context, project uint64, f *Filter, e Entity)
 			cond{"positionCaseInsensitiveUTF8(distinct_id, ?) > 0", []any{f.Search}}))
 	}
 	return s, nil
+}
+
+// noCohorts is the resolver of an API without cohorts: none exists.
+type noCohorts struct{}
+
+func (noCohorts) CohortClause(context.Context, uint64) (propfilter.Clause, bool, error) {
+	return propfilter.Clause{}, false, nil
 }
 
 // seriesCond is the condition of one entity: its event (or any of its
