@@ -172,20 +172,67 @@ func TestActorsRetentionGenerated(t *testing.T) {
 	}
 }
 
+// Hours and days across Berlin's DST change (a 23-hour local day), with
+// events either side of local midnight, against the same reference.
+func TestActorsRetentionHourDay(t *testing.T) {
+	e := newEnv(t)
+	if r := e.send("PATCH", e.keyAll, fmt.Sprintf("/api/projects/%d/", e.projectA.ID), `{"timezone":"Europe/Berlin"}`); r.status != 200 {
+		t.Fatalf("timezone: %d %s", r.status, r.body)
+	}
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	rng := rand.New(rand.NewSource(3))
+	start := time.Date(2021, 3, 26, 20, 0, 0, 0, berlin)
+	var evs []ev
+	owner := map[string]string{}
+	for i := range 20 {
+		id := fmt.Sprintf("h%02d", i)
+		owner[id] = id
+		for range 3 + rng.Intn(10) {
+			at := start.Add(time.Duration(rng.Intn(4*24*4)) * 15 * time.Minute)
+			evs = append(evs, ev{name: []string{"signup", "use"}[rng.Intn(2)], distinctID: id, at: at})
+		}
+	}
+	e.publishEvents(e.projectA.ID, evs...)
+	for _, tc := range []struct {
+		period, dateTo string
+		total          int
+	}{{"Day", "2021-03-29T10:00:00", 4}, {"Hour", "2021-03-28T09:30:00", 30}} {
+		to, _ := time.ParseInLocation("2006-01-02T15:04:05", tc.dateTo, berlin)
+		starts := refStarts(tc.period, to, tc.total, berlin)
+		for _, typ := range []string{"retention_recurring", "retention_first_time"} {
+			for sel := range tc.total {
+				p := params("period", tc.period, "total_intervals", fmt.Sprint(tc.total), "date_to", tc.dateTo, "selected_interval", fmt.Sprint(sel),
+					"retention_type", typ, "target_entity", `{"id":"signup"}`, "returning_entity", `{"id":"use","type":"events"}`, "limit", "1000")
+				got, _ := e.retention(p)
+				if want := refRetention(evs, owner, "", starts, sel, typ == "retention_first_time"); fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("%s %s interval %d:\n got %v\nwant %v", tc.period, typ, sel, got, want)
+				}
+			}
+		}
+	}
+}
+
 // refStarts is the interval starts of a retention range: total periods
 // ending with dateTo's, in loc, weeks from Monday.
 func refStarts(period string, dateTo time.Time, total int, loc *time.Location) []time.Time {
 	t := dateTo.In(loc)
 	var last time.Time
 	step := func(x time.Time, n int) time.Time { return x.AddDate(0, n, 0) }
-	if period == "Week" {
+	switch period {
+	case "Hour":
+		last = time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), 0, 0, 0, loc)
+		step = func(x time.Time, n int) time.Time { return x.Add(time.Duration(n) * time.Hour) }
+	case "Day":
+		last = time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, loc)
+		step = func(x time.Time, n int) time.Time { return x.AddDate(0, 0, n) }
+	case "Week":
 		d := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, loc)
 		for d.Weekday() != time.Monday {
 			d = d.AddDate(0, 0, -1)
 		}
 		last = d
 		step = func(x time.Time, n int) time.Time { return x.AddDate(0, 0, 7*n) }
-	} else {
+	default:
 		last = time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, loc)
 	}
 	out := make([]time.Time, total+1)
