@@ -13,7 +13,14 @@ import (
 
 func (e *env) pathActors(p url.Values) []string {
 	e.t.Helper()
-	ids, _, next := e.actors("path", p)
+	return e.pageAll(e.get(e.keyAll, fmt.Sprintf("/api/projects/%d/persons/path/?%s", e.projectA.ID, p.Encode())))
+}
+
+// pageAll reads the persons of an actor answer and of every page after
+// it, following next.
+func (e *env) pageAll(r response) []string {
+	e.t.Helper()
+	ids, _, next := e.actorsOf(r)
 	for pages := 0; next != ""; pages++ {
 		if pages > 50 {
 			e.t.Fatal("next never ends")
@@ -123,6 +130,17 @@ func TestActorsPathsGenerated(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("%v:\n got %v\nwant %v", tc, got, want)
 		}
+	}
+	// POST with limit 3: next pages by GET to the same persons.
+	r := e.send("POST", e.keyAll, fmt.Sprintf("/api/projects/%d/persons/path/", e.projectA.ID),
+		`{"date_from":"2023-05-02","date_to":"2023-05-03","limit":3,"path_end_key":"3_https://x.io/c","include_event_types":["$pageview","custom_event"]}`)
+	ids := e.pageAll(r)
+	if want := refPathPersons(seqs, params("path_end_key", "3_https://x.io/c")); !slices.Equal(ids, want) || len(want) < 4 {
+		t.Errorf("POST paged: %v, want %v", ids, want)
+	}
+	bad := e.send("POST", e.keyAll, fmt.Sprintf("/api/projects/%d/persons/path/", e.projectA.ID), `[1]`)
+	if m := wantError(t, bad, 400, "validation_error", "invalid_input"); m["attr"] != "body" {
+		t.Errorf("POST [1]: attr %v", m["attr"])
 	}
 	csv := e.get(e.keyAll, fmt.Sprintf("/api/projects/%d/persons/path/?format=csv&date_from=2023-05-02&date_to=2023-05-03", e.projectA.ID))
 	if lines := strings.Split(strings.TrimSpace(string(csv.body)), "\n"); csv.status != 200 || len(lines) != 39 {
