@@ -235,33 +235,33 @@ func (p *paths) shape() cond {
 		// From the start point to the first end point after it; a longer
 		// path keeps its first and last step_limit/2 items around "...".
 		return cond{"arraySlice(d, indexOf(d, ?)) AS r, arraySlice(r, 1, indexOf(r, ?)) AS se, " +
-			"if(length(se) > ?, arrayConcat(arraySlice(se, 1, ?), ['...'], arraySlice(se, length(se) - ? + 1, ?)), se) AS path",
+			"if(length(se) > ?, arrayConcat(arraySlice(se, 1, ?), ['...'], arraySlice(se, length(se) - ? + 1, ?)), se) AS walk",
 			[]any{p.start, p.end, l, l / 2, l / 2, l / 2}}
 	case p.start != "":
-		return cond{"arraySlice(d, indexOf(d, ?), ?) AS path", []any{p.start, l}}
+		return cond{"arraySlice(d, indexOf(d, ?), ?) AS walk", []any{p.start, l}}
 	case p.end != "":
-		return cond{"indexOf(d, ?) AS e, arraySlice(d, greatest(1, toInt64(e) - ? + 1), least(e, ?)) AS path", []any{p.end, l, l}}
+		return cond{"indexOf(d, ?) AS e, arraySlice(d, greatest(1, toInt64(e) - ? + 1), least(e, ?)) AS walk", []any{p.end, l, l}}
 	}
-	return cond{"arraySlice(d, 1, ?) AS path", []any{l}}
+	return cond{"arraySlice(d, 1, ?) AS walk", []any{l}}
 }
 
 // match is the condition on a path that puts its person in the answer.
 func (p *paths) match() cond {
 	switch {
 	case p.off != nil:
-		return cond{"length(path) = ? AND path[?] = ?", []any{p.off.pos, p.off.pos, p.off.item}}
+		return cond{"length(walk) = ? AND walk[?] = ?", []any{p.off.pos, p.off.pos, p.off.item}}
 	case p.startKey != nil && p.endKey != nil:
 		if p.endKey.pos != p.startKey.pos+1 {
 			return cond{"0", nil} // not an edge: nodes are consecutive
 		}
-		return cond{"length(path) >= ? AND path[?] = ? AND path[?] = ?", []any{p.endKey.pos, p.startKey.pos, p.startKey.item, p.endKey.pos, p.endKey.item}}
+		return cond{"length(walk) >= ? AND walk[?] = ? AND walk[?] = ?", []any{p.endKey.pos, p.startKey.pos, p.startKey.item, p.endKey.pos, p.endKey.item}}
 	case p.startKey != nil:
-		return cond{"length(path) > ? AND path[?] = ?", []any{p.startKey.pos, p.startKey.pos, p.startKey.item}}
+		return cond{"length(walk) > ? AND walk[?] = ?", []any{p.startKey.pos, p.startKey.pos, p.startKey.item}}
 	case p.endKey != nil:
 		if p.endKey.pos < 2 {
 			return cond{"0", nil} // nothing enters the first node
 		}
-		return cond{"length(path) >= ? AND path[?] = ?", []any{p.endKey.pos, p.endKey.pos, p.endKey.item}}
+		return cond{"length(walk) >= ? AND walk[?] = ?", []any{p.endKey.pos, p.endKey.pos, p.endKey.item}}
 	}
 	return cond{"1", nil}
 }
