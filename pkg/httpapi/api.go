@@ -154,6 +154,9 @@ func (a *API) routes() []route {
 		add("GET", "/api/projects/{project_id}/persons/trends/", read, 0, a.personsTrends)
 		add("GET", "/api/projects/{project_id}/persons/stickiness/", read, 0, a.personsStickiness)
 		add("GET", "/api/projects/{project_id}/persons/lifecycle/", read, 0, a.personsLifecycle)
+		add("GET", "/api/projects/{project_id}/persons/retention/", read, 0, a.personsRetention)
+		add("GET", "/api/projects/{project_id}/persons/path/", read, 0, a.personsPath)
+		add("POST", "/api/projects/{project_id}/persons/path/", read, analysisBody, a.personsPath)
 	}
 	add("GET", "/api/projects/{project_id}/persons/{id}/", read, 0, a.getPerson)
 	add("GET", "/api/projects/{project_id}/persons/{id}/properties_timeline/", read, 0, a.propertiesTimeline)

@@ -15,10 +15,11 @@ import (
 // Request body limits, one per route family (docs/api.md, "Request
 // bodies"); capture's is capture.Config.MaxRequestBytes.
 const (
-	personBody = 1 << 20   // person writes
-	pluginBody = 1 << 20   // pipeline transformations
-	sourceBody = 8 << 20   // update_source: JSON-escaped files, each checked once decoded
-	configBody = 512 << 10 // plugin configs
+	personBody   = 1 << 20   // person writes
+	pluginBody   = 1 << 20   // pipeline transformations
+	sourceBody   = 8 << 20   // update_source: JSON-escaped files, each checked once decoded
+	configBody   = 512 << 10 // plugin configs
+	analysisBody = 1 << 20   // the filters of POST actor routes (path, funnel)
 	// noBody is the limit of routes that take no body.
 	noBody = 64 << 10
 	// smallBody: a body of declared length up to this needs no slot: it

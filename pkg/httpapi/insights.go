@@ -18,6 +18,8 @@ type Insights interface {
 	Trends(ctx context.Context, project uint64, f *insight.Filter, q url.Values, page insight.Page) ([]insight.Actor, error)
 	Stickiness(ctx context.Context, project uint64, f *insight.Filter, q url.Values, page insight.Page) ([]insight.Actor, error)
 	Lifecycle(ctx context.Context, project uint64, f *insight.Filter, q url.Values, page insight.Page, now time.Time) ([]insight.Actor, error)
+	Retention(ctx context.Context, project uint64, f *insight.Filter, q url.Values, page insight.Page, now time.Time) ([]insight.Actor, error)
+	Paths(ctx context.Context, project uint64, f *insight.Filter, q url.Values, page insight.Page) ([]insight.Actor, error)
 }
 
 // SetInsights enables the actor routes.
@@ -30,6 +32,7 @@ type actorJSON struct {
 	person.Person
 	MatchedRecordings []any    `json:"matched_recordings"`
 	ValueAtDataPoint  *float64 `json:"value_at_data_point"`
+	appearances       []int    // retention: in its envelope, not in the actor
 }
 
 // actorCSV is a CSV row: the persons list's columns, plus the value on
@@ -37,6 +40,7 @@ type actorJSON struct {
 type actorCSV struct {
 	person.Person
 	ValueAtDataPoint *float64 `json:"value_at_data_point,omitempty"`
+	Appearances      []int    `json:"appearances,omitempty"` // columns appearances.0, .1, ...
 }
 
 type actorPage struct {
@@ -59,6 +63,16 @@ type actorsEnvelope struct {
 	Results []actorPage `json:"results"`
 	Next    *string     `json:"next"`
 }
+
+// actorShape is the envelope of an actor route (reference §1.8).
+type actorShape int
+
+const (
+	shortEnvelope     actorShape = iota // stickiness, lifecycle: results, next
+	valuedEnvelope                      // trends: the full envelope, value_at_data_point filled
+	fullEnvelope                        // path (and funnel): the full envelope, no value
+	retentionEnvelope                   // retention: result of {person, appearances}
+)
 
 // actorQuery is one actor route's query.
 type actorQuery func(r *http.Request, project uint64, f *insight.Filter, page insight.Page, now time.Time) ([]insight.Actor, error)
@@ -86,6 +100,15 @@ func (a *API) personsLifecycle(w http.ResponseWriter, r *http.Request) error {
 // and answers the page's persons in the query's order. valued: trends
 // (its envelope, and value_at_data_point filled).
 func (a *API) serveActors(w http.ResponseWriter, r *http.Request, valued bool, run actorQuery) error {
+	if valued {
+		return a.serveActorsAs(w, r, valuedEnvelope, run)
+	}
+	return a.serveActorsAs(w, r, shortEnvelope, run)
+}
+
+// serveActorsAs is serveActors answering in shape's envelope.
+func (a *API) serveActorsAs(w http.ResponseWriter, r *http.Request, shape actorShape, run actorQuery) error {
+	valued := shape == valuedEnvelope
 	proj, err := a.project(r)
 	if err != nil {
 		return err
@@ -100,7 +123,11 @@ func (a *API) serveActors(w http.ResponseWriter, r *http.Request, valued bool, r
 		return err
 	}
 	now := time.Now()
-	f, err := insight.ParseFilter(q, proj.Location(), now)
+	fq := q
+	if shape == retentionEnvelope {
+		fq = insight.RetentionQuery(q)
+	}
+	f, err := insight.ParseFilter(fq, proj.Location(), now)
 	if err != nil {
 		return err
 	}
@@ -139,8 +166,12 @@ func (a *API) serveActors(w http.ResponseWriter, r *http.Request, valued bool, r
 		s := link(win.Offset + win.Limit)
 		next = &s
 	}
+	if shape == retentionEnvelope {
+		writeJSON(w, http.StatusOK, retentionAnswer(people, next))
+		return nil
+	}
 	results := []actorPage{{People: people, Count: len(people)}}
-	if !valued {
+	if shape == shortEnvelope {
 		writeJSON(w, http.StatusOK, actorsEnvelope{Results: results, Next: next})
 		return nil
 	}
@@ -169,7 +200,7 @@ func (a *API) hydrate(ctx context.Context, project uint64, found []insight.Actor
 			if !ok {
 				continue
 			}
-			j := actorJSON{Type: "person", Person: personJSON(p), MatchedRecordings: []any{}}
+			j := actorJSON{Type: "person", Person: personJSON(p), MatchedRecordings: []any{}, appearances: x.Appearances}
 			if valued {
 				v := x.Value
 				j.ValueAtDataPoint = &v
@@ -184,7 +215,7 @@ func (a *API) writeActorsCSV(w http.ResponseWriter, people []actorJSON) error {
 	out := csvexport.NewWriter()
 	defer out.Close()
 	for _, p := range people {
-		if err := out.Add(actorCSV{Person: p.Person, ValueAtDataPoint: p.ValueAtDataPoint}); err != nil {
+		if err := out.Add(actorCSV{Person: p.Person, ValueAtDataPoint: p.ValueAtDataPoint, Appearances: p.appearances}); err != nil {
 			return err
 		}
 	}

@@ -33,6 +33,9 @@ func New(conn Querier, actions action.Getter) *Store { return &Store{conn: conn,
 type Actor struct {
 	PersonID uint64
 	Value    float64
+	// Appearances (retention): 1 at position j when the person was active
+	// in the j-th interval from the cohort's, position 0 being the cohort.
+	Appearances []int
 }
 
 // Page is the window of an answer: Limit 0 means every actor.
@@ -249,6 +252,17 @@ func readCtx(ctx context.Context) context.Context {
 }
 
 func (st *Store) actors(ctx context.Context, sql string, args []any, withValue bool) ([]Actor, error) {
+	return st.scanActors(ctx, sql, args, func(rows driver.Rows, a *Actor) error {
+		dest := []any{&a.PersonID}
+		if withValue {
+			dest = append(dest, &a.Value)
+		}
+		return rows.Scan(dest...)
+	})
+}
+
+// scanActors runs sql and reads each row into an Actor with scan.
+func (st *Store) scanActors(ctx context.Context, sql string, args []any, scan func(driver.Rows, *Actor) error) ([]Actor, error) {
 	rows, err := st.conn.Query(readCtx(ctx), sql, args...)
 	if err != nil {
 		return nil, err
@@ -257,11 +271,7 @@ func (st *Store) actors(ctx context.Context, sql string, args []any, withValue b
 	var out []Actor
 	for rows.Next() {
 		var a Actor
-		dest := []any{&a.PersonID}
-		if withValue {
-			dest = append(dest, &a.Value)
-		}
-		if err := rows.Scan(dest...); err != nil {
+		if err := scan(rows, &a); err != nil {
 			return nil, err
 		}
 		out = append(out, a)

@@ -1,0 +1,234 @@
+package insight
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// Retention types.
+const (
+	retentionRecurring = "retention_recurring"
+	retentionFirstTime = "retention_first_time"
+)
+
+// maxRetentionIntervals bounds total_intervals: each interval is a bound
+// value of the query.
+const maxRetentionIntervals = 1000
+
+// RetentionQuery is the query ParseFilter reads for retention: its range
+// is derived from date_to, period and total_intervals (reference §5), so
+// date_from and interval are not the caller's.
+func RetentionQuery(q url.Values) url.Values {
+	out := url.Values{}
+	for k, v := range q {
+		out[k] = v
+	}
+	out.Set("date_from", "all")
+	out.Del("interval")
+	return out
+}
+
+// retention is the parsed parameters of GET /persons/retention/.
+type retention struct {
+	target, returning Entity
+	firstTime         bool
+	period            Interval
+	total, selected   int
+	starts            []time.Time // interval starts; the range is [starts[0], end)
+	end               time.Time
+}
+
+func parseRetention(q url.Values, f *Filter, now time.Time) (*retention, error) {
+	r := &retention{}
+	var err error
+	if r.target, err = retentionEntity("target_entity", q.Get("target_entity"), nil); err != nil {
+		return nil, err
+	}
+	if r.returning, err = retentionEntity("returning_entity", q.Get("returning_entity"), &r.target); err != nil {
+		return nil, err
+	}
+	switch q.Get("retention_type") {
+	case "", retentionRecurring:
+	case retentionFirstTime:
+		r.firstTime = true
+	default:
+		return nil, invalidf("retention_type", "retention_type must be retention_recurring or retention_first_time.")
+	}
+	switch strings.ToLower(q.Get("period")) {
+	case "", "day":
+		r.period = Day
+	case "hour":
+		r.period = Hour
+	case "week":
+		r.period = Week
+	case "month":
+		r.period = Month
+	default:
+		return nil, invalidf("period", "period must be Hour, Day, Week or Month, not %q.", q.Get("period"))
+	}
+	if r.total, err = intParam(q, "total_intervals", 11, 1, maxRetentionIntervals); err != nil {
+		return nil, err
+	}
+	if r.selected, err = intParam(q, "selected_interval", 0, 0, r.total-1); err != nil {
+		return nil, err
+	}
+	if _, ok := q["breakdowns"]; ok {
+		return nil, invalidf("breakdowns", "Retention breakdowns are not supported.")
+	}
+	to := now.In(f.Loc)
+	if s := q.Get("date_to"); s != "" {
+		if to, err = parseDate("date_to", s, now, f.Loc); err != nil {
+			return nil, err
+		}
+	}
+	// The last interval is date_to's; the first total-1 intervals before it.
+	r.end = r.period.Next(r.period.Trunc(to, f.Loc))
+	first := r.period.add(r.end, -r.total)
+	for t := first; t.Before(r.end); t = r.period.Next(t) {
+		r.starts = append(r.starts, t)
+	}
+	return r, nil
+}
+
+// retentionEntity reads target_entity or returning_entity: a JSON entity
+// of which id and type are used; absent, def (or $pageview events).
+func retentionEntity(attr, text string, def *Entity) (Entity, error) {
+	v, err := decodeJSON(attr, text)
+	if err != nil {
+		return Entity{}, err
+	}
+	if v == nil {
+		if def != nil {
+			return *def, nil
+		}
+		pv := "$pageview"
+		return Entity{Type: "events", ID: &pv}, nil
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return Entity{}, invalidf(attr, "%s must be a JSON object {\"id\": ..., \"type\": \"events\"|\"actions\"}.", attr)
+	}
+	typ, _ := obj["type"].(string)
+	if typ == "" {
+		typ = "events"
+	}
+	if typ != "events" && typ != "actions" {
+		return Entity{}, invalidf(attr, "%s type must be events or actions.", attr)
+	}
+	e := Entity{Type: typ}
+	if err := e.setID(obj["id"]); err != nil {
+		return Entity{}, invalidf(attr, "%s", err.(*Error).Detail)
+	}
+	return e, nil
+}
+
+// intParam reads an integer in [lo, hi], def when absent.
+func intParam(q url.Values, name string, def, lo, hi int) (int, error) {
+	s := q.Get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0, invalidf(name, "%s must be an integer from %d to %d.", name, lo, hi)
+	}
+	return n, nil
+}
+
+// Retention answers GET /persons/retention/: the persons of cohort
+// selected_interval, each with the intervals after it in which they did
+// the returning event, ordered by the number of appearances descending,
+// then person id (reference §5, §14.1).
+//
+// One scan reads the target and returning events; each event gets the
+// index of its interval (-1 outside the range). Recurring: the cohort is
+// the persons with a target event in the selected interval. First time:
+// the persons whose first target event ever is in it, so the scan has no
+// lower bound for target events.
+func (st *Store) Retention(ctx context.Context, project uint64, f *Filter, q url.Values, page Page, now time.Time) ([]Actor, error) {
+	r, err := parseRetention(q, f, now)
+	if err != nil {
+		return nil, err
+	}
+	g := *f
+	g.BreakdownValue = nil
+	g.Range = Range{From: r.starts[0], To: r.end, All: r.firstTime}
+	target, err := st.match(ctx, project, &g, r.target)
+	if err != nil {
+		return nil, err
+	}
+	back, err := st.match(ctx, project, &g, r.returning)
+	if err != nil {
+		return nil, err
+	}
+	s := target
+	for k := range back.f.eventKeys {
+		s.f.eventKeys[k] = struct{}{}
+	}
+	s.f.person = s.f.person || back.f.person
+	returning := and(back.where, cond{"timestamp >= toDateTime(?)", []any{r.starts[0].Unix()}})
+	s.where = or(orTrue(target.where), returning)
+	idx := r.index(f.Loc)
+	s.extra = append(s.extra,
+		cond{"toUInt8(" + orTrue(target.where).sql + ") AS is_target", orTrue(target.where).args},
+		cond{"toUInt8(" + returning.sql + ") AS is_return", returning.args},
+		cond{idx.sql + " AS idx", idx.args})
+	member := cond{"countIf(is_target = 1 AND idx = ?) > 0", []any{r.selected}}
+	if r.firstTime {
+		// argMinIf of no rows is 0: a person without target events is in
+		// no cohort.
+		member = cond{"countIf(is_target = 1) > 0 AND argMinIf(idx, timestamp, is_target = 1) = ?", []any{r.selected}}
+	}
+	base, args := s.sql()
+	lim, largs := page.sql()
+	sql := "SELECT pid, ret FROM (SELECT pid, groupUniqArrayIf(idx, is_return = 1 AND idx > ?) AS ret FROM (" + base +
+		") GROUP BY pid HAVING " + member.sql + ") ORDER BY length(ret) DESC, pid ASC" + lim
+	all := append(append(append([]any{r.selected}, args...), member.args...), largs...)
+	return st.scanActors(ctx, sql, all, func(rows driver.Rows, a *Actor) error {
+		var ret []int64
+		if err := rows.Scan(&a.PersonID, &ret); err != nil {
+			return err
+		}
+		a.Appearances = make([]int, r.total-r.selected)
+		a.Appearances[0] = 1
+		for _, i := range ret {
+			a.Appearances[int(i)-r.selected] = 1
+		}
+		return nil
+	})
+}
+
+// orTrue is c, or a true condition when c is empty (any event).
+func orTrue(c cond) cond {
+	if c.sql == "" {
+		return cond{"1", nil}
+	}
+	return c
+}
+
+// index is the SQL of an event's interval index: the position of its
+// bucket among the interval starts, -1 outside them. Buckets compare as
+// numbers: seconds for hours, day numbers for dates.
+func (r *retention) index(loc *time.Location) cond {
+	b := bucket(r.period, "timestamp", loc)
+	key := "toUInt32(" + b.sql + ")"
+	if r.period != Hour {
+		key = "toUInt32(toRelativeDayNum(" + b.sql + "))"
+	}
+	marks := make([]string, len(r.starts))
+	args := make([]any, 0, len(r.starts)+len(b.args))
+	for i, t := range r.starts {
+		marks[i] = "?"
+		if r.period == Hour {
+			args = append(args, t.Unix())
+		} else {
+			args = append(args, time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Unix()/86400)
+		}
+	}
+	return cond{"toInt64(indexOf([" + strings.Join(marks, ", ") + "], " + key + ")) - 1", append(args, b.args...)}
+}
