@@ -154,6 +154,12 @@ func (a *API) routes() []route {
 		add("GET", "/api/projects/{project_id}/persons/trends/", read, 0, a.personsTrends)
 		add("GET", "/api/projects/{project_id}/persons/stickiness/", read, 0, a.personsStickiness)
 		add("GET", "/api/projects/{project_id}/persons/lifecycle/", read, 0, a.personsLifecycle)
+		if _, ok := a.funnels(); ok { // insights_funnel.go
+			for _, m := range []string{"GET", "POST"} {
+				add(m, "/api/projects/{project_id}/persons/funnel/", read, funnelBody, a.personsFunnel)
+				add(m, "/api/projects/{project_id}/persons/funnel/correlation/", read, funnelBody, a.personsFunnelCorrelation)
+			}
+		}
 	}
 	add("GET", "/api/projects/{project_id}/persons/{id}/", read, 0, a.getPerson)
 	add("GET", "/api/projects/{project_id}/persons/{id}/properties_timeline/", read, 0, a.propertiesTimeline)

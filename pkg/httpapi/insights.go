@@ -86,6 +86,21 @@ func (a *API) personsLifecycle(w http.ResponseWriter, r *http.Request) error {
 // and answers the page's persons in the query's order. valued: trends
 // (its envelope, and value_at_data_point filled).
 func (a *API) serveActors(w http.ResponseWriter, r *http.Request, valued bool, run actorQuery) error {
+	return a.serveActorsOf(w, r, actorParams{q: r.URL.Query()}, valued, run)
+}
+
+// actorParams are the parameters of an actor request: the query string,
+// or a POST body merged over it (insights_funnel.go); limit and offset
+// name its paging parameters when they are not "limit" and "offset".
+type actorParams struct {
+	q             url.Values
+	limit, offset string
+	full          bool // the trends envelope (initial, missing_persons, ...) without values
+}
+
+// serveActorsOf is serveActors over given parameters; next and initial
+// carry them all in the query string, so a GET on them pages a POST too.
+func (a *API) serveActorsOf(w http.ResponseWriter, r *http.Request, p actorParams, valued bool, run actorQuery) error {
 	proj, err := a.project(r)
 	if err != nil {
 		return err
@@ -94,8 +109,11 @@ func (a *API) serveActors(w http.ResponseWriter, r *http.Request, valued bool, r
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	win, err := paginate(q, offsetPaging)
+	q := p.q
+	if p.limit == "" {
+		p.limit, p.offset = "limit", "offset"
+	}
+	win, err := paginate(url.Values{"limit": q[p.limit], "offset": q[p.offset]}, offsetPaging)
 	if err != nil {
 		return err
 	}
@@ -125,9 +143,12 @@ func (a *API) serveActors(w http.ResponseWriter, r *http.Request, valued bool, r
 	}
 	link := func(offset int) string {
 		u := a.absolute(r)
-		v := r.URL.Query()
-		v.Set("limit", strconv.Itoa(win.Limit))
-		v.Set("offset", strconv.Itoa(offset))
+		v := url.Values{}
+		for k, vs := range q {
+			v[k] = vs
+		}
+		v.Set(p.limit, strconv.Itoa(win.Limit))
+		v.Set(p.offset, strconv.Itoa(offset))
 		u.RawQuery = v.Encode()
 		return u.String()
 	}
@@ -137,7 +158,7 @@ func (a *API) serveActors(w http.ResponseWriter, r *http.Request, valued bool, r
 		next = &s
 	}
 	results := []actorPage{{People: people, Count: len(people)}}
-	if !valued {
+	if !valued && !p.full {
 		writeJSON(w, http.StatusOK, actorsEnvelope{Results: results, Next: next})
 		return nil
 	}
