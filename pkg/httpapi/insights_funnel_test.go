@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -11,24 +13,44 @@ import (
 
 const funnel3 = `[{"id":"step one","type":"events","order":0},{"id":"step two","type":"events","order":1},{"id":"step three","type":"events","order":2}]`
 
-// funnelPersons pages a funnel route through next to the end and returns
-// every person's first distinct id in answer order.
+// funnelPersons pages a funnel route through next to the end, checks the
+// answer is in person id order without repeats, and returns every
+// person's first distinct id, sorted.
 func (e *env) funnelPersons(route string, p url.Values) []string {
 	e.t.Helper()
 	var all []string
-	ids, _, next := e.actors(route, p)
-	all = append(all, ids...)
-	for pages := 0; next != ""; pages++ {
+	var pids []uint64
+	r := e.get(e.keyAll, fmt.Sprintf("/api/projects/%d/persons/%s/?%s", e.projectA.ID, route, p.Encode()))
+	for pages := 0; ; pages++ {
 		if pages > 1000 {
 			e.t.Fatalf("%s: next never ends", route)
+		}
+		ids, _, next := e.actorsOf(r)
+		all = append(all, ids...)
+		var body struct {
+			Results []struct {
+				People []struct{ ID uint64 } `json:"people"`
+			} `json:"results"`
+		}
+		_ = json.Unmarshal(r.body, &body)
+		for _, x := range body.Results[0].People {
+			pids = append(pids, x.ID)
+		}
+		if next == "" {
+			break
 		}
 		u, err := url.Parse(next)
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		ids, _, next = e.actorsOf(e.get(e.keyAll, u.RequestURI()))
-		all = append(all, ids...)
+		r = e.get(e.keyAll, u.RequestURI())
 	}
+	for i := 1; i < len(pids); i++ {
+		if pids[i] <= pids[i-1] {
+			e.t.Fatalf("%s: person ids not ascending: %v", route, pids)
+		}
+	}
+	sort.Strings(all)
 	return all
 }
 
