@@ -9,9 +9,9 @@ import (
 // How a funnel is computed (reference §6, §12).
 //
 // ClickHouse 18.16's windowFunnel has only its default mode (no 'strict'
-// nor 'strict_order'), lets one event satisfy two consecutive steps,
-// orders events of the same second by input order, and returns no
-// per-attempt timestamps, which exclusions and correlation need. So every
+// nor 'strict_order'), answers two steps in one second by the order the
+// rows arrive in, and returns no per-attempt timestamps, which exclusions
+// and correlation need. So every
 // order type is computed the same way, with arrays and higher-order
 // functions that exist on 18.16 and current releases:
 //
