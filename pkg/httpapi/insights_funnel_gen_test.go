@@ -24,11 +24,13 @@ type refEvent struct {
 	at   time.Time
 }
 
-func refLevel(evs []refEvent, steps []string, order string, window time.Duration, exclude string) int {
+// startOK, when not nil, keeps only the attempts starting at the times it
+// accepts (the trends view's entrance period).
+func refLevel(evs []refEvent, steps []string, order string, window time.Duration, exclude string, startOK func(time.Time) bool) int {
 	idx := func(name string) int { return slices.Index(steps, name) }
 	best := 0
 	for p, start := range evs {
-		if (order == "unordered" && idx(start.name) < 0) || (order != "unordered" && start.name != steps[0]) {
+		if (order == "unordered" && idx(start.name) < 0) || (order != "unordered" && start.name != steps[0]) || (startOK != nil && !startOK(start.at)) {
 			continue
 		}
 		end := start.at.Add(window)
@@ -160,14 +162,7 @@ func TestFunnelGenerated(t *testing.T) {
 	} {
 		levels := map[string]int{}
 		for id, all := range byPerson {
-			var in []refEvent
-			for _, x := range all {
-				if !x.at.Before(from) && x.at.Before(to) {
-					in = append(in, x)
-				}
-			}
-			sort.SliceStable(in, func(i, j int) bool { return in[i].at.Before(in[j].at) })
-			levels[id] = refLevel(in, steps, c.order, c.window, c.exclude)
+			levels[id] = refLevel(inRange(all, from, to), steps, c.order, c.window, c.exclude, nil)
 		}
 		p := params("events", string(entities), "date_from", "2022-03-01", "date_to", "2022-03-05", "funnel_order_type", c.order,
 			"funnel_window_interval", fmt.Sprint(c.n), "funnel_window_interval_unit", c.unit, "limit", "7")
@@ -191,12 +186,34 @@ func TestFunnelGenerated(t *testing.T) {
 	}
 	// mA reached step 3 ordered (the merged person once), but not strict:
 	// its $identify comes between a and b.
-	if levels := refLevel(byPerson["mA"], steps, "strict", time.Hour*48, ""); levels != 1 {
+	if levels := refLevel(byPerson["mA"], steps, "strict", time.Hour*48, "", nil); levels != 1 {
 		t.Fatalf("reference: strict level of mA %d", levels)
 	}
 	p := params("events", string(entities), "date_from", "2022-03-01", "date_to", "2022-03-05", "funnel_step", "3")
 	if got := e.funnelPersons("funnel", p); !slices.Contains(got, "mA") || slices.Contains(got, "zdeleted") || slices.Contains(got, "mB") {
 		t.Errorf("merged/deleted: %v", got)
+	}
+
+	// The trends view: per entrance day, the persons whose attempts started
+	// that day reached step 3 (drop_off=false), or step 2 but not 3 (true).
+	for d := 1; d <= 5; d++ {
+		period := day(fmt.Sprintf("2022-03-%02d", d), 0)
+		for _, dropOff := range []bool{false, true} {
+			var want []string
+			for id, all := range byPerson {
+				l := refLevel(inRange(all, from, to), steps, "ordered", 48*time.Hour, "", func(t time.Time) bool { return !t.Before(period) && t.Before(period.AddDate(0, 0, 1)) })
+				if (!dropOff && l == 3) || (dropOff && l == 2) {
+					want = append(want, id)
+				}
+			}
+			sort.Strings(want)
+			p := params("events", string(entities), "date_from", "2022-03-01", "date_to", "2022-03-05", "funnel_window_days", "2",
+				"funnel_viz_type", "trends", "entrance_period_start", period.Format("2006-01-02"), "drop_off", fmt.Sprint(dropOff),
+				"funnel_from_step", "1", "funnel_to_step", "2")
+			if got := e.funnelPersons("funnel", p); !slices.Equal(got, want) {
+				t.Errorf("trends view %s drop_off=%v:\n got %v\nwant %v", period.Format("01-02"), dropOff, got, want)
+			}
+		}
 	}
 
 	// POST with the same parameters as a JSON object equals GET; next
@@ -229,6 +246,18 @@ func TestFunnelGenerated(t *testing.T) {
 	}
 }
 
+// inRange is a person's events in [from, to), by time.
+func inRange(all []refEvent, from, to time.Time) []refEvent {
+	var in []refEvent
+	for _, x := range all {
+		if !x.at.Before(from) && x.at.Before(to) {
+			in = append(in, x)
+		}
+	}
+	sort.SliceStable(in, func(i, j int) bool { return in[i].at.Before(in[j].at) })
+	return in
+}
+
 func mustURI(t *testing.T, s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -255,7 +284,6 @@ func TestFunnelInvalid(t *testing.T) {
 		"funnel/?events=" + two + "&funnel_step=1&funnel_order_type=any":                                                                                          "funnel_order_type",
 		"funnel/?events=" + two + "&funnel_step=1&funnel_window_days=0":                                                                                           "funnel_window_days",
 		"funnel/?events=" + two + "&funnel_step=1&funnel_window_interval_unit=year":                                                                               "funnel_window_interval_unit",
-		"funnel/?events=" + two + "&funnel_step=1&funnel_viz_type=trends":                                                                                         "funnel_viz_type",
 		"funnel/?events=" + two + "&funnel_step=1&funnel_viz_type=time_to_convert":                                                                                "funnel_viz_type",
 		"funnel/?events=" + two + "&funnel_step=1&exclusions=" + url.QueryEscape(`[{"id":"x"}]`):                                                                  "exclusions",
 		"funnel/?events=" + two + "&funnel_step=1&exclusions=" + url.QueryEscape(`[{"id":"a","funnel_from_step":0,"funnel_to_step":1}]`):                          "exclusions",

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Funnel limits: step and exclusion flags share one UInt64 bit mask per
@@ -30,6 +31,8 @@ type Funnel struct {
 	Exclusions []Exclusion
 	// Select says which reached-step counts are wanted (levels 1..N).
 	Select []int
+	// Trends: the levels are those of the attempts of one entrance period.
+	Trends *FunnelTrends
 	// Breakdown: the person's bucket (first or last touch) must equal
 	// BreakdownValue, one value per breakdown property.
 	Breakdown      []string
@@ -67,7 +70,7 @@ func ParseFunnel(q url.Values, f *Filter, stepRequired bool) (*Funnel, error) {
 	if len(fn.Steps) > maxFunnelSteps {
 		return nil, invalidf("events", "A funnel has at most %d steps.", maxFunnelSteps)
 	}
-	if err := fn.parseViz(q); err != nil {
+	if err := fn.parseViz(q, f); err != nil {
 		return nil, err
 	}
 	if t := q.Get("funnel_order_type"); t != "" {
@@ -80,8 +83,10 @@ func ParseFunnel(q url.Values, f *Filter, stepRequired bool) (*Funnel, error) {
 	if fn.Window, err = parseWindow(q); err != nil {
 		return nil, err
 	}
-	if err := fn.parseSelect(q, stepRequired); err != nil {
-		return nil, err
+	if fn.Trends == nil {
+		if err := fn.parseSelect(q, stepRequired); err != nil {
+			return nil, err
+		}
 	}
 	if err := fn.parseExclusions(q.Get("exclusions")); err != nil {
 		return nil, err
@@ -89,9 +94,10 @@ func ParseFunnel(q url.Values, f *Filter, stepRequired bool) (*Funnel, error) {
 	return fn, fn.parseBreakdown(q, f)
 }
 
-// parseViz accepts the steps view only: the trends and time-to-convert
-// views' persons are not served (docs/analysis.md).
-func (fn *Funnel) parseViz(q url.Values) error {
+// parseViz reads funnel_viz_type: steps (default), or trends, whose
+// persons are those of one entrance period (FunnelTrends). The persons of
+// time_to_convert are not served (docs/analysis.md).
+func (fn *Funnel) parseViz(q url.Values, f *Filter) error {
 	viz := q.Get("funnel_viz_type")
 	if viz == "" && q.Get("display") == "ActionsLineGraph" {
 		viz = "trends"
@@ -99,10 +105,62 @@ func (fn *Funnel) parseViz(q url.Values) error {
 	switch viz {
 	case "", "steps":
 		return nil
-	case "trends", "time_to_convert":
-		return invalidf("funnel_viz_type", "The persons of funnel_viz_type %q are not served; use steps (funnel_step).", viz)
+	case "trends":
+		return fn.parseTrends(q, f)
+	case "time_to_convert":
+		return invalidf("funnel_viz_type", "The persons of funnel_viz_type time_to_convert are not served; use steps (funnel_step) or trends.")
 	}
-	return invalidf("funnel_viz_type", "funnel_viz_type must be steps, not %q.", viz)
+	return invalidf("funnel_viz_type", "funnel_viz_type must be steps or trends, not %q.", viz)
+}
+
+// FunnelTrends selects the attempts that started in the interval at
+// Start: a person's level is the best of those attempts.
+type FunnelTrends struct {
+	Start    time.Time
+	Interval Interval
+}
+
+// parseTrends reads entrance_period_start and drop_off (both required)
+// and funnel_from_step/funnel_to_step (0-based, default 0 and last):
+// drop_off=false selects the persons who reached to_step, true those who
+// reached from_step but not to_step.
+func (fn *Funnel) parseTrends(q url.Values, f *Filter) error {
+	n := len(fn.Steps)
+	raw := q.Get("entrance_period_start")
+	if raw == "" {
+		return invalidf("entrance_period_start", "Filter parameter entrance_period_start must be provided and a datetime for funnel trends persons!")
+	}
+	start, err := parseDate("entrance_period_start", raw, time.Now(), f.Loc)
+	if err != nil {
+		return err
+	}
+	if q.Get("drop_off") == "" {
+		return invalidf("drop_off", "Filter parameter drop_off must be provided and a bool for funnel trends persons!")
+	}
+	dropOff, err := parseBool("drop_off", q.Get("drop_off"))
+	if err != nil {
+		return err
+	}
+	from, to := 0, n-1
+	if v := q.Get("funnel_from_step"); v != "" {
+		if from, err = strconv.Atoi(v); err != nil || from < 0 || from >= n-1 {
+			return invalidf("funnel_from_step", "funnel_from_step must be a step from 0 to %d.", n-2)
+		}
+	}
+	if v := q.Get("funnel_to_step"); v != "" {
+		if to, err = strconv.Atoi(v); err != nil || to <= from || to > n-1 {
+			return invalidf("funnel_to_step", "funnel_to_step must be a step after funnel_from_step, up to %d.", n-1)
+		}
+	}
+	fn.Trends = &FunnelTrends{Start: f.Interval.Trunc(start, f.Loc), Interval: f.Interval}
+	lo, hi := to+1, n
+	if dropOff {
+		lo, hi = from+1, to
+	}
+	for l := lo; l <= hi; l++ {
+		fn.Select = append(fn.Select, l)
+	}
+	return nil
 }
 
 func parseWindow(q url.Values) (Window, error) {

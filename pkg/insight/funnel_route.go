@@ -27,7 +27,7 @@ func (st *Store) Funnel(ctx context.Context, project uint64, f *Filter, q url.Va
 func (st *Store) funnelActors(ctx context.Context, f *Filter, fq *funnelQuery, page Page, more func(*sqlText)) ([]Actor, error) {
 	var s sqlText
 	persons, args := fq.persons(f.Loc.String())
-	s.add("SELECT pid FROM ("+persons+") WHERE has(?, level)", append(args, fq.fn.levels())...)
+	s.add("SELECT pid FROM ("+persons+") WHERE has(?, plevel)", append(args, fq.fn.levels())...)
 	if fq.fn.BreakdownValue != nil {
 		s.add(" AND bucket = ?", fq.fn.BreakdownValue)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // How a funnel is computed (reference §6, §12).
@@ -64,6 +65,7 @@ func bit(n int) uint64 { return uint64(1) << n }
 // funnelQuery is the per-person funnel of one request.
 type funnelQuery struct {
 	fn      *Funnel
+	loc     *time.Location
 	scan    scan
 	corr    *cond // the correlation entity's events, when asked
 	bdExprs []cond
@@ -79,7 +81,7 @@ func (st *Store) funnelScan(ctx context.Context, project uint64, f *Filter, fn *
 	if err != nil {
 		return nil, err
 	}
-	fq := &funnelQuery{fn: fn}
+	fq := &funnelQuery{fn: fn, loc: f.Loc}
 	var mask sqlText
 	mask.add("toUInt64(0)")
 	var matchAny []cond
@@ -178,10 +180,12 @@ func (fq *funnelQuery) persons(tz string) (string, []any) {
 	base, args := fq.scan.sql()
 	// hit reads first and final as columns of the layer below: 18.16 does
 	// not capture the columns of an alias expanded inside a lambda.
-	s.add("SELECT pid, level, first, final, bucket, ")
+	s.add("SELECT pid, level, plevel, first, final, bucket, ")
 	fq.hit(&s, tz)
-	s.add(" AS hit FROM (SELECT pid, level, T[atts[best].2] AS first, T[atts[best].3] AS final, bucket, T, M FROM (")
+	s.add(" AS hit FROM (SELECT pid, level, plevel, T[atts[best].2] AS first, T[atts[best].3] AS final, bucket, T, M FROM (")
 	s.add("SELECT pid, T, M, atts, arrayMap(a -> a.1, atts) AS L, if(length(L) = 0, 0, arrayReduce('max', L)) AS level, indexOf(L, level) AS best, ")
+	fq.periodLevel(&s)
+	s.add(" AS plevel, ")
 	fq.bucket(&s)
 	s.add(" AS bucket FROM (SELECT pid, A, arrayMap(x -> x.1, A) AS T, arrayMap(x -> x.4, A) AS M, ")
 	fq.attempts(&s, tz)
@@ -205,6 +209,21 @@ func (fq *funnelQuery) hit(s *sqlText, tz string) {
 		bit(bitCorrelation), len(fq.fn.Steps))
 	fq.deadline(s, "first", tz)
 	s.add(")], [T], [M])[1]")
+}
+
+// periodLevel is the level the funnel selects on: the person's level, or
+// for the trends view the best level of the attempts that started in the
+// entrance period.
+func (fq *funnelQuery) periodLevel(s *sqlText) {
+	tr := fq.fn.Trends
+	if tr == nil {
+		s.add("level")
+		return
+	}
+	// T and atts come in as arguments: 18.16 prunes subquery columns read
+	// only inside lambdas.
+	b, l := bucket(tr.Interval, "toDateTime(tt[a.2])", fq.loc), lit(tr.Interval, tr.Start)
+	s.add("arrayMap((tt, aa) -> arrayReduce('max', arrayMap(a -> a.1, arrayFilter(a -> "+b.sql+" = "+l.sql+", aa))), [T], [atts])[1]", append(b.args, l.args...)...)
 }
 
 // bucket is the person's breakdown values: those of the first (or last)
