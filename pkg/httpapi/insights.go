@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/personhub/personhub/pkg/csvexport"
@@ -114,6 +115,10 @@ func (a *API) serveActorsOf(w http.ResponseWriter, r *http.Request, p actorParam
 		p.limit, p.offset = "limit", "offset"
 	}
 	win, err := paginate(url.Values{"limit": q[p.limit], "offset": q[p.offset]}, offsetPaging)
+	if e, ok := err.(*Error); ok && e.Attr != nil && p.limit != "limit" {
+		name := map[string]string{"limit": p.limit, "offset": p.offset}[*e.Attr]
+		return invalid(name, strings.Replace(e.Detail, *e.Attr, name, 1))
+	}
 	if err != nil {
 		return err
 	}

@@ -27,14 +27,20 @@ type refEvent struct {
 // startOK, when not nil, keeps only the attempts starting at the times it
 // accepts (the trends view's entrance period).
 func refLevel(evs []refEvent, steps []string, order string, window time.Duration, exclude string, startOK func(time.Time) bool) int {
+	level, _, _ := refAttempt(evs, steps, order, window, exclude, startOK)
+	return level
+}
+
+// refAttempt is refLevel with the best attempt's step-1 time and, for
+// ordered funnels, its last step's time (the earliest start wins a tie).
+func refAttempt(evs []refEvent, steps []string, order string, window time.Duration, exclude string, startOK func(time.Time) bool) (best int, first, last time.Time) {
 	idx := func(name string) int { return slices.Index(steps, name) }
-	best := 0
 	for p, start := range evs {
 		if (order == "unordered" && idx(start.name) < 0) || (order != "unordered" && start.name != steps[0]) || (startOK != nil && !startOK(start.at)) {
 			continue
 		}
 		end := start.at.Add(window)
-		level := 1
+		level, at := 1, start.at
 		switch order {
 		case "unordered":
 			for k, s := range steps {
@@ -71,7 +77,7 @@ func refLevel(evs []refEvent, steps []string, order string, window time.Duration
 				if k == 1 {
 					second = evs[found].at
 				}
-				level, cur = level+1, found
+				level, cur, at = level+1, found, evs[found].at
 			}
 			if exclude != "" {
 				until := end
@@ -87,9 +93,11 @@ func refLevel(evs []refEvent, steps []string, order string, window time.Duration
 				}
 			}
 		}
-		best = max(best, level)
+		if level > best {
+			best, first, last = level, start.at, at
+		}
 	}
-	return best
+	return best, first, last
 }
 
 // A generated history: ordered, strict and unordered funnels with day and
@@ -194,6 +202,37 @@ func TestFunnelGenerated(t *testing.T) {
 		t.Errorf("merged/deleted: %v", got)
 	}
 
+	// Correlation with x over the ordered 2-day funnel: persons with an x
+	// strictly after their counted attempt's start and strictly before its
+	// last step (converted) or the end of its window.
+	for _, conv := range []string{"", "true", "false"} {
+		var want []string
+		for id, all := range byPerson {
+			in := inRange(all, from, to)
+			l, first, last := refAttempt(in, steps, "ordered", 48*time.Hour, "", nil)
+			until := first.Add(48 * time.Hour)
+			if l == 3 {
+				until = last
+			}
+			hit := false
+			for _, x := range in {
+				hit = hit || (x.name == "x" && x.at.After(first) && x.at.Before(until))
+			}
+			if l >= 1 && hit && (conv == "" || (conv == "true") == (l == 3)) {
+				want = append(want, id)
+			}
+		}
+		sort.Strings(want)
+		p := params("events", string(entities), "date_from", "2022-03-01", "date_to", "2022-03-05", "funnel_window_days", "2",
+			"funnel_correlation_person_entity", `{"id":"x","type":"events"}`, "funnel_correlation_person_limit", "4")
+		if conv != "" {
+			p.Set("funnel_correlation_person_converted", conv)
+		}
+		if got := e.funnelPersons("funnel/correlation", p); !slices.Equal(got, want) || len(want) == 0 {
+			t.Errorf("correlation with x, converted %q:\n got %v\nwant %v", conv, got, want)
+		}
+	}
+
 	// The trends view: per entrance day, the persons whose attempts started
 	// that day reached step 3 (drop_off=false), or step 2 but not 3 (true).
 	for d := 1; d <= 5; d++ {
@@ -290,6 +329,8 @@ func TestFunnelInvalid(t *testing.T) {
 		"funnel/?events=" + two + "&funnel_step=1&exclusions=" + url.QueryEscape(`[{"id":"x","funnel_from_step":1,"funnel_to_step":1}]`):                          "exclusions",
 		"funnel/?events=" + two + "&funnel_step=1&breakdown=b&funnel_step_breakdown=1&breakdown_attribution_type=step":                                            "breakdown_attribution_type",
 		"funnel/?events=" + two + "&funnel_step=1&date_from=nope":                                                                                                 "date_from",
+		"funnel/correlation/?events=" + two + "&funnel_correlation_person_limit=0":                                                                                "funnel_correlation_person_limit",
+		"funnel/correlation/?events=" + two + "&funnel_correlation_person_offset=x":                                                                               "funnel_correlation_person_offset",
 		"funnel/correlation/?events=" + two:                                                                                                                       "funnel_correlation_person_entity",
 		"funnel/correlation/?events=" + two + "&funnel_correlation_type=properties":                                                                               "funnel_correlation_property_values",
 		"funnel/correlation/?events=" + two + "&funnel_correlation_type=other":                                                                                    "funnel_correlation_type",
