@@ -201,6 +201,7 @@ func TestFunnelEdges(t *testing.T) {
 		ev{name: "$identify", distinctID: "mergeY", at: day("2021-01-13", 2), props: map[string]any{"$anon_distinct_id": "mergeX"}, extra: `"$set":{"plan":"pro"}`},
 		ev{name: "v", distinctID: "mergeX", at: day("2021-01-13", 3), props: map[string]any{"q": "hd"}},
 		ev{name: "b", distinctID: "mergeY", at: day("2021-01-13", 4)},
+		ev{name: "a", distinctID: "tz", at: day("2021-01-20", 20)}, ev{name: "b", distinctID: "tz", at: day("2021-01-20", 21)},
 	)
 	ab := `[{"id":"a","order":0},{"id":"b","order":1}]`
 	get := func(route, steps string, kv ...string) []string {
@@ -213,11 +214,11 @@ func TestFunnelEdges(t *testing.T) {
 			t.Errorf("%s: %v, want %v", name, got, want)
 		}
 	}
-	check("ties, 1-day window", get("funnel", ab, "funnel_step", "2", "funnel_window_days", "1"), "mergeX", "tie1", "tie2")
+	check("ties, 1-day window", get("funnel", ab, "funnel_step", "2", "funnel_window_days", "1"), "mergeX", "tie1", "tie2", "tz")
 	check("one month", get("funnel", ab, "funnel_step", "2", "funnel_window_interval", "1", "funnel_window_interval_unit", "month"),
-		"mergeX", "month1", "tie1", "tie2")
+		"mergeX", "month1", "tie1", "tie2", "tz")
 	check("a then a", get("funnel", `[{"id":"a","order":0},{"id":"a","order":1}]`, "funnel_step", "2"), "twice")
-	check("strict ties", get("funnel", ab, "funnel_step", "2", "funnel_order_type", "strict"), "tie1", "tie2")
+	check("strict ties", get("funnel", ab, "funnel_step", "2", "funnel_order_type", "strict"), "tie1", "tie2", "tz")
 	bd := []string{"funnel_step", "1", "funnel_window_interval", "2", "funnel_window_interval_unit", "month", "breakdown", "src"}
 	check("first touch", get("funnel", ab, append(bd, "funnel_step_breakdown", "ad")...), "month1")
 	check("last touch", get("funnel", ab, append(bd, "funnel_step_breakdown", "mail", "breakdown_attribution_type", "last_touch")...), "month1")
@@ -233,6 +234,17 @@ func TestFunnelEdges(t *testing.T) {
 		"mergeX", "month2", "twice")
 	check("event_with_properties row", get("funnel/correlation", ab, append(corr, "funnel_correlation_type", "event_with_properties",
 		"funnel_correlation_person_entity", `{"id":"v","type":"events","properties":[{"key":"q","value":"hd"}]}`)...), "mergeX", "month2")
+	// The trends view's entrance periods follow the project's zone: tz's
+	// attempt starts 01-20 20:00 UTC, 01-21 05:00 in Tokyo.
+	trends := func(d string) []string {
+		return get("funnel", ab, "funnel_window_days", "1", "funnel_viz_type", "trends", "entrance_period_start", d, "drop_off", "false")
+	}
+	check("trends view, UTC 01-20", trends("2021-01-20"), "tz")
+	if r := e.send("PATCH", e.keyAll, fmt.Sprintf("/api/projects/%d/", e.projectA.ID), `{"timezone":"Asia/Tokyo"}`); r.status != 200 {
+		t.Fatalf("PATCH timezone: %d %s", r.status, r.body)
+	}
+	check("trends view, Tokyo 01-20", trends("2021-01-20"))
+	check("trends view, Tokyo 01-21", trends("2021-01-21"), "tz")
 	check("a step's event never correlates", get("funnel/correlation", ab, append(corr, "funnel_correlation_person_entity", `{"id":"b","type":"events"}`)...))
 }
 
