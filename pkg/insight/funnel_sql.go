@@ -178,8 +178,8 @@ func (fq *funnelQuery) deadline(s *sqlText, t string, tz string) {
 func (fq *funnelQuery) persons(tz string) (string, []any) {
 	var s sqlText
 	base, args := fq.scan.sql()
-	// hit reads first and final as columns of the layer below: 18.16 does
-	// not capture the columns of an alias expanded inside a lambda.
+	// hit is a layer above first and final, which it reads as columns (18.16
+	// does not capture the columns of an alias expanded inside a lambda).
 	s.add("SELECT pid, level, plevel, first, final, bucket, ")
 	fq.hit(&s, tz)
 	s.add(" AS hit FROM (SELECT pid, level, plevel, T[atts[best].2] AS first, T[atts[best].3] AS final, bucket, T, M FROM (")
