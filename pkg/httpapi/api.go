@@ -157,6 +157,12 @@ func (a *API) routes() []route {
 		add("GET", "/api/projects/{project_id}/persons/retention/", read, 0, a.personsRetention)
 		add("GET", "/api/projects/{project_id}/persons/path/", read, 0, a.personsPath)
 		add("POST", "/api/projects/{project_id}/persons/path/", read, analysisBody, a.personsPath)
+		if _, ok := a.funnels(); ok { // insights_funnel.go
+			for _, m := range []string{"GET", "POST"} {
+				add(m, "/api/projects/{project_id}/persons/funnel/", read, analysisBody, a.personsFunnel)
+				add(m, "/api/projects/{project_id}/persons/funnel/correlation/", read, analysisBody, a.personsFunnelCorrelation)
+			}
+		}
 	}
 	add("GET", "/api/projects/{project_id}/persons/{id}/", read, 0, a.getPerson)
 	add("GET", "/api/projects/{project_id}/persons/{id}/properties_timeline/", read, 0, a.propertiesTimeline)

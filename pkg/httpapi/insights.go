@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/personhub/personhub/pkg/csvexport"
@@ -108,6 +109,21 @@ func (a *API) serveActors(w http.ResponseWriter, r *http.Request, valued bool, r
 
 // serveActorsAs is serveActors answering in shape's envelope.
 func (a *API) serveActorsAs(w http.ResponseWriter, r *http.Request, shape actorShape, run actorQuery) error {
+	return a.serveActorsOf(w, r, actorParams{q: r.URL.Query()}, shape, run)
+}
+
+// actorParams are the parameters of an actor request: the query string,
+// or a POST body merged over it (withBodyParams, insights_funnel.go);
+// limit and offset name its paging parameters when they are not "limit"
+// and "offset".
+type actorParams struct {
+	q             url.Values
+	limit, offset string
+}
+
+// serveActorsOf is serveActorsAs over given parameters; next and initial
+// carry them all in the query string, so a GET on them pages a POST too.
+func (a *API) serveActorsOf(w http.ResponseWriter, r *http.Request, p actorParams, shape actorShape, run actorQuery) error {
 	valued := shape == valuedEnvelope
 	proj, err := a.project(r)
 	if err != nil {
@@ -117,8 +133,15 @@ func (a *API) serveActorsAs(w http.ResponseWriter, r *http.Request, shape actorS
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	win, err := paginate(q, offsetPaging)
+	q := p.q
+	if p.limit == "" {
+		p.limit, p.offset = "limit", "offset"
+	}
+	win, err := paginate(url.Values{"limit": q[p.limit], "offset": q[p.offset]}, offsetPaging)
+	if e, ok := err.(*Error); ok && e.Attr != nil && p.limit != "limit" {
+		name := map[string]string{"limit": p.limit, "offset": p.offset}[*e.Attr]
+		return invalid(name, strings.Replace(e.Detail, *e.Attr, name, 1))
+	}
 	if err != nil {
 		return err
 	}
@@ -155,9 +178,12 @@ func (a *API) serveActorsAs(w http.ResponseWriter, r *http.Request, shape actorS
 	}
 	link := func(offset int) string {
 		u := a.absolute(r)
-		v := r.URL.Query()
-		v.Set("limit", strconv.Itoa(win.Limit))
-		v.Set("offset", strconv.Itoa(offset))
+		v := url.Values{}
+		for k, vs := range q {
+			v[k] = vs
+		}
+		v.Set(p.limit, strconv.Itoa(win.Limit))
+		v.Set(p.offset, strconv.Itoa(offset))
 		u.RawQuery = v.Encode()
 		return u.String()
 	}

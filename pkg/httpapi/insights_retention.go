@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/personhub/personhub/pkg/insight"
@@ -57,26 +58,42 @@ func withBodyParams(r *http.Request) (*http.Request, error) {
 	if r.Method != http.MethodPost {
 		return r, nil
 	}
-	body, err := readObject(r)
+	q, err := actorBodyParams(r)
 	if err != nil {
 		return nil, err
-	}
-	q := r.URL.Query()
-	for k, v := range body {
-		switch x := v.(type) {
-		case string:
-			q.Set(k, x)
-		case nil:
-			q.Del(k)
-		default:
-			raw, err := json.Marshal(x)
-			if err != nil {
-				return nil, invalid(k, "Could not read "+k+".")
-			}
-			q.Set(k, string(raw))
-		}
 	}
 	r2 := r.Clone(r.Context())
 	r2.URL.RawQuery = q.Encode()
 	return r2, nil
+}
+
+// actorBodyParams are the parameters of an actor request: the query
+// string, with a POST body's members merged over it (the body wins; null
+// removes a parameter; other values as their JSON text).
+func actorBodyParams(r *http.Request) (url.Values, error) {
+	q := r.URL.Query()
+	if r.Method != http.MethodPost {
+		return q, nil
+	}
+	body, err := readObject(r)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range body {
+		switch t := v.(type) {
+		case nil:
+			q.Del(k)
+		case string:
+			q.Set(k, t)
+		case json.Number:
+			q.Set(k, t.String())
+		default:
+			raw, err := json.Marshal(t)
+			if err != nil {
+				return nil, invalid(k, k+" could not be read.")
+			}
+			q.Set(k, string(raw))
+		}
+	}
+	return q, nil
 }
