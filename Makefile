@@ -56,6 +56,9 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzApply -fuzztime=$(FUZZTIME) ./pkg/timeline/
 	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./pkg/capture/
 	$(GO) test -run='^$$' -fuzz=FuzzDecompressLZ64 -fuzztime=$(FUZZTIME) ./pkg/capture/
+	$(GO) test -run='^$$' -fuzz=FuzzParseSchema -fuzztime=$(FUZZTIME) ./pkg/plugin/
+	$(GO) test -run='^$$' -fuzz=FuzzParseFilter -fuzztime=$(FUZZTIME) ./pkg/insight/
+	$(GO) test -run='^$$' -fuzz=FuzzReadMemberCSV -fuzztime=$(FUZZTIME) ./pkg/httpapi/
 
 clickhouse:
 	@bash scripts/install-clickhouse.sh

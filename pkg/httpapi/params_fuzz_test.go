@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/personhub/personhub/pkg/cohort"
 )
 
 // FuzzRequestInputs feeds arbitrary query strings and bodies to every parser
@@ -38,5 +41,32 @@ func FuzzRequestInputs(f *testing.F) {
 			t.Fatal("nil body map without error")
 		}
 		_, _ = wantsCSV(r)
+	})
+}
+
+// FuzzReadMemberCSV: a static cohort's CSV upload never panics; a refusal
+// is a 400 naming csv; an accepted file gives trimmed, non-empty ids of one
+// kind, no more than a create takes.
+func FuzzReadMemberCSV(f *testing.F) {
+	for _, s := range []string{"person_id\n1\n2\n", "distinct_id\r\na\r\n\r\nb", "\ufeffu1,x\n\"u2\"\n", "\"unterminated\n", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		field, ids, err := readMemberCSV(strings.NewReader(body))
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || e.Status != 400 || e.Attr == nil || *e.Attr != "csv" {
+				t.Fatalf("refusal %v is not a 400 naming csv", err)
+			}
+			return
+		}
+		if field != "person_ids" && field != "distinct_ids" || len(ids) == 0 || len(ids) > cohort.MaxMembersPerCreate {
+			t.Fatalf("field %q, %d ids", field, len(ids))
+		}
+		for _, id := range ids {
+			if id == "" || strings.TrimSpace(id) != id {
+				t.Fatalf("id %q is not trimmed", id)
+			}
+		}
 	})
 }
