@@ -3,6 +3,8 @@ package chstore
 import (
 	"context"
 	"fmt"
+
+	"github.com/google/uuid"
 )
 
 // PersonsByID returns the live persons among ids (any order; deleted or
@@ -21,6 +23,69 @@ func (s *Store) PersonsByID(ctx context.Context, projectID uint64, ids []uint64)
 	}
 	for _, p := range list {
 		out[p.ID] = p
+	}
+	return out, nil
+}
+
+// PersonsByUUID returns the live persons among uuids, by uuid (unknown or
+// deleted ones are absent). Two live persons can share a uuid (a split or
+// a reset id's fresh person takes the uuid5 of its id, which may be the
+// one its former owner was created from): the newest id wins, as in
+// GetPersonByUUID.
+func (s *Store) PersonsByUUID(ctx context.Context, projectID uint64, uuids []uuid.UUID) (map[uuid.UUID]PersonRecord, error) {
+	out := make(map[uuid.UUID]PersonRecord, len(uuids))
+	if len(uuids) == 0 {
+		return out, nil
+	}
+	list, err := s.queryPersons(readCtx(ctx), "SELECT "+personColumns+" FROM persons FINAL PREWHERE project_id = ? AND uuid IN ? WHERE is_deleted = 0",
+		projectID, set(uuids))
+	if err != nil {
+		return nil, fmt.Errorf("persons by uuid: %w", err)
+	}
+	for _, p := range list {
+		if old, ok := out[p.UUID]; !ok || p.ID > old.ID {
+			out[p.UUID] = p
+		}
+	}
+	return out, nil
+}
+
+// PersonsByDistinctID returns the live person owning each of distinctIDs
+// (ids owned by nobody are absent).
+func (s *Store) PersonsByDistinctID(ctx context.Context, projectID uint64, distinctIDs []string) (map[string]PersonRecord, error) {
+	out := make(map[string]PersonRecord, len(distinctIDs))
+	if len(distinctIDs) == 0 {
+		return out, nil
+	}
+	ctx = readCtx(ctx)
+	rows, err := s.conn.Query(ctx, "SELECT distinct_id, person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id IN ? AND is_deleted = 0",
+		projectID, set(distinctIDs))
+	if err != nil {
+		return nil, fmt.Errorf("distinct ids: %w", err)
+	}
+	defer rows.Close()
+	owner := map[string]uint64{}
+	var ids []uint64
+	for rows.Next() {
+		var d string
+		var id uint64
+		if err := rows.Scan(&d, &id); err != nil {
+			return nil, err
+		}
+		owner[d] = id
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	persons, err := s.PersonsByID(ctx, projectID, ids)
+	if err != nil {
+		return nil, err
+	}
+	for d, id := range owner {
+		if p, ok := persons[id]; ok {
+			out[d] = p
+		}
 	}
 	return out, nil
 }

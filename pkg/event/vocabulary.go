@@ -27,6 +27,11 @@ const (
 	// SplitPerson moves PropSplitIDs off PropPersonID, each to a new
 	// person of its own.
 	SplitPerson = "$split_person"
+	// ResetPersonDistinctID detaches the command's distinct_id from the
+	// person owning it, so that its next event starts a fresh person
+	// (POST /persons/reset_person_distinct_id/). The owner keeps its other
+	// ids; an id that is its owner's only one stays attached.
+	ResetPersonDistinctID = "$reset_person_distinct_id"
 )
 
 // Properties of command events.
@@ -52,7 +57,7 @@ type Actor struct {
 }
 
 // ReservedEvents are the command names: only the API may publish them.
-var ReservedEvents = []string{DeletePerson, DeletePersonEvents, SplitPerson}
+var ReservedEvents = []string{DeletePerson, DeletePersonEvents, SplitPerson, ResetPersonDistinctID}
 
 // ReservedProperties are the properties only commands may carry. They mean
 // nothing on an ordinary event except PropActor, which would write the

@@ -79,6 +79,15 @@ var ruleCases = []struct {
 			`{"event":"$split_person","distinct_id":"b","properties":{"$person_id":1,"$split_distinct_ids":["a","c","zzz"]}}`,
 			`{"distinct_id":"c","$set":{"c":1}}`},
 		[]string{`[a] {}`, `[b] {"x":1} identified`, `[c] {"c":1}`}},
+	{"reset detaches an id; its next event starts a fresh person",
+		[]string{`{"distinct_id":"a","$set":{"x":1}}`, `{"event":"$identify","distinct_id":"b","properties":{"$anon_distinct_id":"a"}}`,
+			`{"event":"$reset_person_distinct_id","distinct_id":"a"}`, `{"distinct_id":"a","$set":{"y":2}}`},
+		[]string{`[a] {"y":2}`, `[b] {"x":1} identified`}},
+	{"reset of an unknown id or a deleted person's id changes nothing",
+		[]string{`{"distinct_id":"a"}`, `{"event":"$reset_person_distinct_id","distinct_id":"zzz"}`, `{"distinct_id":"b"}`,
+			`{"event":"$delete_person","distinct_id":"b","properties":{"$person_id":3}}`, `{"event":"$reset_person_distinct_id","distinct_id":"b"}`,
+			`{"distinct_id":"a","$set":{"y":1}}`},
+		[]string{`[a] {"y":1}`}},
 	{"chained merges carry every id",
 		[]string{`{"distinct_id":"a","$set":{"a":1}}`, `{"distinct_id":"b","$set":{"b":1}}`, `{"distinct_id":"c","$set":{"c":1}}`,
 			`{"event":"$merge_dangerously","distinct_id":"b","properties":{"alias":"a"}}`,
@@ -148,7 +157,9 @@ func randomEvents(seed int64, n, ids int) []string {
 	var out []string
 	for i := 0; i < n; i++ {
 		var js string
-		switch k := r.Intn(13); {
+		switch k := r.Intn(14); {
+		case k == 13:
+			js = fmt.Sprintf(`{"event":"$reset_person_distinct_id","distinct_id":%q,"properties":{"$actor":{"key_id":"k","organization_id":"o"}}}`, id())
 		case k == 12 && i > 0:
 			js = fmt.Sprintf(`{"event":"$delete_person_events","distinct_id":"x","properties":{"$person_id":%d,"$actor":{"key_id":"k","organization_id":"o"}}}`, 1+r.Intn(i))
 		case k == 10 && i > 0:

@@ -130,6 +130,11 @@ func (f *Folder) deletePersonEvents(ctx context.Context, in Input) (Resolved, er
 		ProjectID: in.ProjectID, PersonID: p.row.ID, PersonUUID: p.row.UUID,
 		RequestSeq: in.Seq, RequestedAt: in.Event.Timestamp, Version: RequestVersion(in.Seq),
 	})
+	// Recorded again on a redelivery, like the request: the entry's id is
+	// the event's uuid, so it is the same entry.
+	if a := actorOf(in.Event); a != nil {
+		f.recordActivity(in, a, p, "delete_events", nil)
+	}
 	return resolved(p), nil
 }
 

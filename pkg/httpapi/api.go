@@ -28,6 +28,8 @@ type Persons interface {
 	GetPerson(ctx context.Context, projectID, id uint64) (chstore.PersonRecord, error)
 	GetPersonByUUID(ctx context.Context, projectID uint64, id uuid.UUID) (chstore.PersonRecord, error)
 	PersonsByID(ctx context.Context, projectID uint64, ids []uint64) (map[uint64]chstore.PersonRecord, error)
+	PersonsByUUID(ctx context.Context, projectID uint64, uuids []uuid.UUID) (map[uuid.UUID]chstore.PersonRecord, error)
+	PersonsByDistinctID(ctx context.Context, projectID uint64, distinctIDs []string) (map[string]chstore.PersonRecord, error)
 	PersonEvents(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) ([]chstore.TimelineEvent, error)
 	PropertyValues(ctx context.Context, projectID uint64, key, contains string) ([]chstore.PropertyValue, error)
 	Ping(ctx context.Context) error
@@ -146,8 +148,18 @@ func (a *API) routes() []route {
 	if a.cohorts != nil {
 		add("GET", "/api/projects/{project_id}/persons/cohorts/", []string{"person:read", "cohort:read"}, 0, a.personCohorts)
 	}
+	// batch_by_distinct_ids, bulk_delete, reset_person_distinct_id,
+	// deletion_status, {id}/delete_events/: persons_bulk.go.
+	for _, m := range []string{"GET", "POST"} {
+		add(m, "/api/projects/{project_id}/persons/batch_by_distinct_ids/", read, personBody, a.batchByDistinctIDs)
+	}
 	if a.writes != nil {
 		add("GET", "/api/projects/{project_id}/persons/activity/", activityRead, 0, a.personActivity)
+		add("POST", "/api/projects/{project_id}/persons/bulk_delete/", write, personBody, a.bulkDelete)
+		add("POST", "/api/projects/{project_id}/persons/reset_person_distinct_id/", write, personBody, a.resetDistinctID)
+		if a.writes.Deletions != nil {
+			add("GET", "/api/projects/{project_id}/persons/deletion_status/", read, 0, a.deletionStatus)
+		}
 	}
 	if a.insights != nil {
 		// Actor routes (insights.go, docs/analysis.md).
@@ -172,6 +184,7 @@ func (a *API) routes() []route {
 		add("POST", "/api/projects/{project_id}/persons/{id}/update_property/", write, personBody, a.updateProperty)
 		add("POST", "/api/projects/{project_id}/persons/{id}/delete_property/", write, personBody, a.deleteProperty)
 		add("POST", "/api/projects/{project_id}/persons/{id}/split/", write, personBody, a.splitPersonHandler)
+		add("POST", "/api/projects/{project_id}/persons/{id}/delete_events/", write, personBody, a.deleteEvents)
 		add("GET", "/api/projects/{project_id}/persons/{id}/activity/", activityRead, 0, a.personActivity)
 	}
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/capture"
+	"github.com/personhub/personhub/pkg/deletion"
 	"github.com/personhub/personhub/pkg/ingest"
 	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/plugin/repository"
@@ -60,7 +61,7 @@ func newFullAPIServer(t *testing.T, cfg Config, capCfg capture.Config, settings 
 		t.Fatal(err)
 	}
 	t.Cleanup(watcher.Stop)
-	api.SetPersonWrites(PersonWrites{JS: e.nats.JS, Progress: watcher, Activity: activity.New(e.store.Conn()), Wait: e.writeWait})
+	api.SetPersonWrites(PersonWrites{JS: e.nats.JS, Progress: watcher, Activity: activity.New(e.store.Conn()), Deletions: deletion.NewQueue(e.store.Conn()), Wait: e.writeWait})
 	svc, err := plugin.Open(ctx, e.nats.JS, plugin.Options{Source: repository.Builtin(), Activity: activity.New(e.store.Conn())}, e.cp, log, reg)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/controlplane"
+	"github.com/personhub/personhub/pkg/deletion"
 	"github.com/personhub/personhub/pkg/ingest"
 	"github.com/personhub/personhub/pkg/progress"
 	"github.com/personhub/personhub/pkg/stream"
@@ -93,7 +94,7 @@ func newEnvWait(t *testing.T, wait time.Duration) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(watcher.Stop)
-	api.SetPersonWrites(PersonWrites{JS: n.JS, Progress: watcher, Activity: activity.New(store.Conn()), Wait: e.writeWait})
+	api.SetPersonWrites(PersonWrites{JS: n.JS, Progress: watcher, Activity: activity.New(store.Conn()), Deletions: deletion.NewQueue(store.Conn()), Wait: e.writeWait})
 	enableCohorts(t, api, n.JS, store)
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)

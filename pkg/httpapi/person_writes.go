@@ -15,6 +15,7 @@ import (
 
 	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/deletion"
 	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/person"
 	"github.com/personhub/personhub/pkg/progress"
@@ -28,6 +29,8 @@ type PersonWrites struct {
 	JS       jetstream.JetStream
 	Progress *progress.Watcher
 	Activity *activity.Log
+	// Deletions, when set, serves persons/deletion_status/.
+	Deletions *deletion.Queue
 	// Wait is how long a write waits for the ingester to fold its event
 	// before answering 202 (default 5s).
 	Wait time.Duration
@@ -257,15 +260,7 @@ func (a *API) deletePerson(w http.ResponseWriter, r *http.Request) error {
 		c = change{event: event.DeletePersonEvents, distinctID: p.DistinctIDs[0],
 			properties: map[string]any{event.PropPersonID: p.ID}}
 	}
-	seq, err := a.publish(r, projectID, c)
-	if err != nil {
-		return err
-	}
-	if err := a.waitFolded(r, seq); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return a.applyCommand(w, r, projectID, c)
 }
 
 // splitResult says what a split created.

@@ -185,20 +185,23 @@ func TestCrashesAndReplayGiveTheSameState(t *testing.T) {
 
 	ref := testenv.ClickHouse(t)
 	runUntil(t, testConfig("reference"), n.JS, ref, last)
-	want := testenv.Snapshot(t, ref)
+	wantSameAfterFailuresAndReplay(t, n.JS, testenv.Snapshot(t, ref), last)
+}
 
-	// Failures at every write stage, every few batches.
+// wantSameAfterFailuresAndReplay folds the stream up to last twice more,
+// with failures injected at every write stage every few batches and as a
+// replay into empty tables with other batch sizes; both must end in want.
+func wantSameAfterFailuresAndReplay(t *testing.T, js jetstream.JetStream, want string, last uint64) {
+	t.Helper()
 	crashy := testenv.ClickHouse(t)
-	runUntil(t, testConfig("crashy"), n.JS, &flakyStore{Store: crashy, every: 3}, last)
+	runUntil(t, testConfig("crashy"), js, &flakyStore{Store: crashy, every: 3}, last)
 	if got := testenv.Snapshot(t, crashy); got != want {
 		t.Fatalf("state after injected failures differs from an uninterrupted run:\n%s", testenv.FirstDiff(got, want))
 	}
-
-	// A replay into empty tables with other batch sizes.
 	replay := testenv.ClickHouse(t)
 	cfg := testConfig("replay")
 	cfg.BatchSize = 1000
-	runUntil(t, cfg, n.JS, replay, last)
+	runUntil(t, cfg, js, replay, last)
 	if got := testenv.Snapshot(t, replay); got != want {
 		t.Fatalf("replay differs:\n%s", testenv.FirstDiff(got, want))
 	}

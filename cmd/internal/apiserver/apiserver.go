@@ -20,6 +20,7 @@ import (
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/cohort"
 	"github.com/personhub/personhub/pkg/controlplane"
+	"github.com/personhub/personhub/pkg/deletion"
 	"github.com/personhub/personhub/pkg/httpapi"
 	"github.com/personhub/personhub/pkg/insight"
 	"github.com/personhub/personhub/pkg/plugin"
@@ -68,7 +69,8 @@ func Build(ctx context.Context, d Deps) (api *httpapi.API, ready func(context.Co
 			watcher.Stop()
 		}
 	}()
-	api.SetPersonWrites(httpapi.PersonWrites{JS: d.JS, Progress: watcher, Activity: activity.New(d.Store.Conn()), Wait: d.WriteWait})
+	api.SetPersonWrites(httpapi.PersonWrites{JS: d.JS, Progress: watcher, Activity: activity.New(d.Store.Conn()),
+		Deletions: deletion.NewQueue(d.Store.Conn()), Wait: d.WriteWait})
 	// Plugins: KV buckets, object store and event stream on the same
 	// JetStream; closed with the NATS connection.
 	plugins, err := d.Plugins.Open(ctx, d.JS, d.Keys, d.Store.Conn(), d.Log, d.Reg)

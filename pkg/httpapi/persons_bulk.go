@@ -1,0 +1,472 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/controlplane"
+	"github.com/personhub/personhub/pkg/csvexport"
+	"github.com/personhub/personhub/pkg/deletion"
+	"github.com/personhub/personhub/pkg/event"
+	"github.com/personhub/personhub/pkg/person"
+)
+
+// Bounds of the persons routes that take lists (PostHog's).
+const (
+	// MaxBulkDelete is the most persons one bulk_delete names.
+	MaxBulkDelete = 1000
+	// MaxBatchLookup is the most distinct ids one batch_by_distinct_ids
+	// looks up (PostHog silently drops the rest; here it is a 400).
+	MaxBatchLookup = 200
+)
+
+// bulkDeleteResult is PostHog's summary of a bulk deletion.
+type bulkDeleteResult struct {
+	PersonsFound     int                 `json:"persons_found"`
+	PersonsDeleted   int                 `json:"persons_deleted"`
+	EventsQueued     bool                `json:"events_queued_for_deletion"`
+	RecordingsQueued bool                `json:"recordings_queued_for_deletion"`
+	DeletionErrors   []map[string]string `json:"deletion_errors"`
+}
+
+// bulkDelete serves POST /persons/bulk_delete/: up to MaxBulkDelete persons
+// named by ids (integer ids or uuids) or by distinct_ids, each deleted as
+// DELETE /persons/{id}/ would (delete_events, keep_person alike). Answered
+// once every deletion is folded, with PostHog's summary.
+func (a *API) bulkDelete(w http.ResponseWriter, r *http.Request) error {
+	proj, body, err := a.projectWithBody(r)
+	if err != nil {
+		return err
+	}
+	deleteEvents, err := bodyBool(body, "delete_events")
+	if err != nil {
+		return err
+	}
+	keepPerson, err := bodyBool(body, "keep_person")
+	if err != nil {
+		return err
+	}
+	persons, err := a.bulkTargets(r, proj.ID, body)
+	if err != nil {
+		return err
+	}
+	var changes []change
+	for _, p := range persons {
+		c := change{event: event.DeletePerson, distinctID: commandDistinctID(p),
+			properties: map[string]any{event.PropPersonID: p.ID, event.PropDeleteEvents: deleteEvents}}
+		switch {
+		case keepPerson && !deleteEvents:
+			continue
+		case keepPerson:
+			c = change{event: event.DeletePersonEvents, distinctID: c.distinctID, properties: map[string]any{event.PropPersonID: p.ID}}
+		}
+		changes = append(changes, c)
+	}
+	if len(changes) > 0 {
+		seq, err := a.publish(r, proj.ID, changes...)
+		if err != nil {
+			return err
+		}
+		if err := a.waitFolded(r, seq); err != nil {
+			return err
+		}
+	}
+	res := bulkDeleteResult{PersonsFound: len(persons), EventsQueued: deleteEvents && len(persons) > 0, DeletionErrors: []map[string]string{}}
+	if !keepPerson && len(persons) > 0 {
+		// Count what the fold did: a person deleted meanwhile by
+		// another request is found but not deleted by this one.
+		ids := make([]uint64, len(persons))
+		for i, p := range persons {
+			ids[i] = p.ID
+		}
+		live, err := a.store.PersonsByID(r.Context(), proj.ID, ids)
+		if err != nil {
+			return err
+		}
+		res.PersonsDeleted = len(persons) - len(live)
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// projectWithBody reads the project of a collection write and its JSON
+// object body.
+func (a *API) projectWithBody(r *http.Request) (controlplane.Project, map[string]any, error) {
+	proj, err := a.project(r)
+	if err != nil {
+		return proj, nil, err
+	}
+	body, err := readObject(r)
+	return proj, body, err
+}
+
+// commandDistinctID is the distinct id a command about p is recorded
+// through: its oldest, or its uuid for a person left without any (a reset
+// racing a split); commands name their person by $person_id, and an id
+// owned by nobody changes nothing in the fold.
+func commandDistinctID(p chstore.PersonRecord) string {
+	if len(p.DistinctIDs) > 0 {
+		return p.DistinctIDs[0]
+	}
+	return p.UUID.String()
+}
+
+// bodyBool reads an optional boolean of a JSON body: true/false, or a
+// string parseBool reads (PostHog takes any value as true).
+func bodyBool(body map[string]any, field string) (bool, error) {
+	switch v := body[field].(type) {
+	case nil:
+		return false, nil
+	case bool:
+		return v, nil
+	case string:
+		return parseBool(field, v)
+	}
+	return false, invalid(field, field+" must be true or false.")
+}
+
+// bulkTargets resolves bulk_delete's ids or distinct_ids (exactly one of
+// them, at most MaxBulkDelete) to the live persons they name, each once.
+// Names that match no live person are skipped, as in PostHog.
+func (a *API) bulkTargets(r *http.Request, projectID uint64, body map[string]any) ([]chstore.PersonRecord, error) {
+	ids, err := bodyList(body, "ids", MaxBulkDelete)
+	if err != nil {
+		return nil, err
+	}
+	dids, err := bodyList(body, "distinct_ids", MaxBulkDelete)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(ids) > 0 && len(dids) > 0:
+		return nil, invalid("ids", "Give either distinct_ids or ids, not both.")
+	case len(ids) == 0 && len(dids) == 0:
+		return nil, invalid("ids", "Give the persons to delete: ids (integer ids or uuids) or distinct_ids, at most "+strconv.Itoa(MaxBulkDelete)+".")
+	}
+	var found []chstore.PersonRecord
+	seen := map[uint64]bool{}
+	keep := func(p chstore.PersonRecord, ok bool) {
+		if ok && !seen[p.ID] {
+			seen[p.ID] = true
+			found = append(found, p)
+		}
+	}
+	if len(dids) > 0 {
+		names, err := stringItems("distinct_ids", dids)
+		if err != nil {
+			return nil, err
+		}
+		byDID, err := a.store.PersonsByDistinctID(r.Context(), projectID, names)
+		pick(names, byDID, keep)
+		return found, err
+	}
+	intIDs, uuids, err := personKeys(ids)
+	if err != nil {
+		return nil, err
+	}
+	byID, err := a.store.PersonsByID(r.Context(), projectID, intIDs)
+	if err != nil {
+		return nil, err
+	}
+	byUUID, err := a.store.PersonsByUUID(r.Context(), projectID, uuids)
+	pick(intIDs, byID, keep)
+	pick(uuids, byUUID, keep)
+	return found, err
+}
+
+// pick hands keep, in the order of keys, the person found for each.
+func pick[K comparable](keys []K, found map[K]chstore.PersonRecord, keep func(chstore.PersonRecord, bool)) {
+	for _, k := range keys {
+		p, ok := found[k]
+		keep(p, ok)
+	}
+}
+
+// bodyList reads an optional list of a JSON body, at most max long.
+func bodyList(body map[string]any, field string, max int) ([]any, error) {
+	raw, ok := body[field]
+	if !ok || raw == nil {
+		return nil, nil
+	}
+	list, isList := raw.([]any)
+	if !isList {
+		return nil, invalid(field, field+" must be a list.")
+	}
+	if len(list) > max {
+		return nil, invalid(field, fmt.Sprintf("At most %d %s in one call; got %d.", max, field, len(list)))
+	}
+	return list, nil
+}
+
+// stringItems checks that every item of a list is a string.
+func stringItems(field string, list []any) ([]string, error) {
+	out := make([]string, len(list))
+	for i, v := range list {
+		s, ok := v.(string)
+		if !ok {
+			return nil, invalid(field, field+" must be a list of strings.")
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+// personKeys splits person names into integer ids and uuids: a JSON
+// integer, or a string holding an integer or a uuid.
+func personKeys(list []any) ([]uint64, []uuid.UUID, error) {
+	var ids []uint64
+	var uuids []uuid.UUID
+	for _, v := range list {
+		s := fmt.Sprint(v)
+		switch v.(type) {
+		case json.Number, string:
+		default:
+			s = ""
+		}
+		if id, err := parseID(s); err == nil {
+			ids = append(ids, id)
+		} else if u, err := uuid.Parse(s); err == nil {
+			uuids = append(uuids, u)
+		} else {
+			return nil, nil, invalid("ids", fmt.Sprintf("Each of ids must be a person's integer id or uuid; %.80q is neither.", s))
+		}
+	}
+	return ids, uuids, nil
+}
+
+// deleteEvents serves POST /persons/{id}/delete_events/: the deletion of
+// the person's events up to now is queued and the person stays (as
+// DELETE ...?keep_person=true&delete_events=true). 204 once folded; the
+// request's progress is in deletion_status/.
+func (a *API) deleteEvents(w http.ResponseWriter, r *http.Request) error {
+	projectID, p, err := a.targetPerson(r)
+	if err != nil {
+		return err
+	}
+	return a.applyCommand(w, r, projectID, change{event: event.DeletePersonEvents, distinctID: commandDistinctID(p),
+		properties: map[string]any{event.PropPersonID: p.ID}})
+}
+
+// applyCommand publishes a command and answers 204 once it is folded.
+func (a *API) applyCommand(w http.ResponseWriter, r *http.Request, projectID uint64, c change) error {
+	seq, err := a.publish(r, projectID, c)
+	if err != nil {
+		return err
+	}
+	if err := a.waitFolded(r, seq); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// deletionItem is one queued deletion: PostHog's fields (status pending or
+// completed) and ours (stage, times, the count of deleted events).
+type deletionItem struct {
+	PersonID         uint64     `json:"person_id"`
+	PersonUUID       uuid.UUID  `json:"person_uuid"`
+	CreatedAt        time.Time  `json:"created_at"`
+	Status           string     `json:"status"`
+	Stage            string     `json:"stage"`
+	StartedAt        *time.Time `json:"started_at"`
+	DeleteVerifiedAt *time.Time `json:"delete_verified_at"`
+	EventsDeleted    *uint64    `json:"events_deleted"`
+	RequestSeq       uint64     `json:"request_seq"`
+}
+
+func deletionJSON(q deletion.Request) deletionItem {
+	it := deletionItem{PersonID: q.PersonID, PersonUUID: q.PersonUUID, CreatedAt: q.RequestedAt.UTC(),
+		Status: "pending", Stage: q.Status, RequestSeq: q.RequestSeq}
+	if q.Status == deletion.StatusRunning {
+		t := q.StartedAt.UTC()
+		it.StartedAt = &t
+	}
+	if q.Status == deletion.StatusVerified {
+		started, verified, n := q.StartedAt.UTC(), q.VerifiedAt.UTC(), q.EventsDeleted
+		it.Status, it.StartedAt, it.DeleteVerifiedAt, it.EventsDeleted = "completed", &started, &verified, &n
+	}
+	return it
+}
+
+// deletionStages maps the status parameter to the stored statuses:
+// PostHog's pending (not verified yet), completed and all, and ours.
+var deletionStages = map[string][]string{
+	"all": nil, "pending": {deletion.StatusPending, deletion.StatusRunning}, "completed": {deletion.StatusVerified},
+	"waiting": {deletion.StatusPending}, "running": {deletion.StatusRunning}, "verified": {deletion.StatusVerified},
+}
+
+// deletionStatus serves GET /persons/deletion_status/: the project's
+// queued deletions of events, newest request first, filtered by status,
+// person_uuid or person_id, with the project's counts by stage.
+func (a *API) deletionStatus(w http.ResponseWriter, r *http.Request) error {
+	proj, err := a.project(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	win, err := paginate(q, offsetPaging)
+	if err != nil {
+		return err
+	}
+	f := deletion.QueueFilter{ProjectID: proj.ID, Limit: win.Limit, Offset: win.Offset}
+	status := q.Get("status")
+	if status == "" {
+		status = "all"
+	}
+	stages, ok := deletionStages[status]
+	if !ok {
+		return invalid("status", "status must be one of pending, completed, all (PostHog's), waiting, running, verified.")
+	}
+	f.Statuses = stages
+	if v := q.Get("person_uuid"); v != "" {
+		if f.PersonUUID, err = uuid.Parse(v); err != nil {
+			return invalid("person_uuid", "person_uuid must be a uuid.")
+		}
+	}
+	if v := q.Get("person_id"); v != "" {
+		if f.PersonID, err = parseID(v); err != nil || f.PersonID == 0 {
+			return invalid("person_id", "person_id must be a person's integer id.")
+		}
+	}
+	list, total, counts, err := a.writes.Deletions.List(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	results := make([]deletionItem, len(list))
+	for i, it := range list {
+		results[i] = deletionJSON(it)
+	}
+	next, prev := a.pageLinks(r, win, total)
+	writeJSON(w, http.StatusOK, struct {
+		envelope
+		Counts deletion.Counts `json:"counts"`
+	}{envelope{Count: total, Next: next, Previous: prev, Results: results}, counts})
+	return nil
+}
+
+// resetResult answers reset_person_distinct_id: the person the id was
+// detached from, as it is now (null when the id had no live owner).
+type resetResult struct {
+	Success bool           `json:"success"`
+	Person  *person.Person `json:"person"`
+}
+
+// resetDistinctID serves POST /persons/reset_person_distinct_id/ with
+// {"distinct_id"}: the id leaves its person, so its next event starts a
+// fresh one. An id owned by nobody (unknown, or of a deleted person)
+// already does: nothing is recorded. A person's only id is refused: it
+// would leave a person no event can reach (delete the person instead).
+func (a *API) resetDistinctID(w http.ResponseWriter, r *http.Request) error {
+	proj, body, err := a.projectWithBody(r)
+	if err != nil {
+		return err
+	}
+	raw, ok := body["distinct_id"]
+	if !ok || raw == nil {
+		return required("distinct_id")
+	}
+	d, isString := raw.(string)
+	if !isString || d == "" {
+		return invalid("distinct_id", "distinct_id must be a non-empty string.")
+	}
+	owners, err := a.store.PersonsByDistinctID(r.Context(), proj.ID, []string{d})
+	if err != nil {
+		return err
+	}
+	p, owned := owners[d]
+	if !owned {
+		writeJSON(w, http.StatusOK, resetResult{Success: true})
+		return nil
+	}
+	if len(p.DistinctIDs) < 2 {
+		return invalid("distinct_id", fmt.Sprintf("%.80q is the only distinct id of person %d; a person needs one. Delete the person instead (DELETE /persons/%d/).", d, p.ID, p.ID))
+	}
+	seq, err := a.publish(r, proj.ID, change{event: event.ResetPersonDistinctID, distinctID: d})
+	if err != nil {
+		return err
+	}
+	if err := a.waitFolded(r, seq); err != nil {
+		return err
+	}
+	res := resetResult{Success: true}
+	after, err := a.store.GetPerson(r.Context(), proj.ID, p.ID)
+	switch {
+	case err == nil:
+		pj := personJSON(after)
+		res.Person = &pj
+	case !errors.Is(err, chstore.ErrNotFound):
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// batchByDistinctIDs serves GET (?distinct_ids=<JSON list>) and POST
+// ({"distinct_ids": [...]}) /persons/batch_by_distinct_ids/: a map from
+// each distinct id to the person owning it; ids owned by nobody are
+// absent. At most MaxBatchLookup ids. CSV: a row per id found.
+func (a *API) batchByDistinctIDs(w http.ResponseWriter, r *http.Request) error {
+	proj, err := a.project(r)
+	if err != nil {
+		return err
+	}
+	csv, err := wantsCSV(r)
+	if err != nil {
+		return err
+	}
+	var list []any
+	if r.Method == http.MethodGet {
+		if raw := r.URL.Query().Get("distinct_ids"); raw != "" {
+			var v any
+			if json.Unmarshal([]byte(raw), &v) != nil {
+				return invalid("distinct_ids", "distinct_ids must be a JSON list of strings, e.g. [\"a\",\"b\"].")
+			}
+			list, err = bodyList(map[string]any{"distinct_ids": v}, "distinct_ids", MaxBatchLookup)
+		}
+	} else {
+		var body map[string]any
+		if body, err = readObject(r); err == nil {
+			list, err = bodyList(body, "distinct_ids", MaxBatchLookup)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	names, err := stringItems("distinct_ids", list)
+	if err != nil {
+		return err
+	}
+	found, err := a.store.PersonsByDistinctID(r.Context(), proj.ID, names)
+	if err != nil {
+		return err
+	}
+	results := make(map[string]person.Person, len(found))
+	for d, p := range found {
+		results[d] = personJSON(p)
+	}
+	if !csv {
+		writeJSON(w, http.StatusOK, map[string]any{"results": results})
+		return nil
+	}
+	out := csvexport.NewWriter()
+	defer out.Close()
+	for _, d := range names {
+		if p, ok := results[d]; ok {
+			if err := out.Add(map[string]any{"distinct_id": d, "person": p}); err != nil {
+				return err
+			}
+			delete(results, d) // a repeated id is one row
+		}
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	_, err = out.WriteTo(w)
+	return err
+}
