@@ -49,3 +49,28 @@ func TestFilterParityWithPostHog(t *testing.T) {
 		url.QueryEscape(`[{"key":"signup","value":"-7x","operator":"is_date_after"}]`)))
 	wantError(t, r, 400, "validation_error", "invalid_input")
 }
+
+// TestSplitActivity: a split_person entry in PostHog's shape: one change
+// with no field, after.distinct_ids all the person's ids before the split,
+// and the person named by its uuid.
+func TestSplitActivity(t *testing.T) {
+	e := newEnv(t)
+	path, p := e.personWithThreeIDs()
+	if r := e.send("POST", e.keyAll, path+"split/", `{"main_distinct_id":"main"}`); r.status != 200 {
+		t.Fatalf("split: %d %s", r.status, r.body)
+	}
+	entry := e.get(e.keyAll, path+"activity/").json(t)["results"].([]any)[0].(map[string]any)
+	detail := entry["detail"].(map[string]any)
+	changes := detail["changes"].([]any)
+	if entry["activity"] != "split_person" || detail["name"] != p["uuid"] || entry["item_id"] != fmt.Sprint(p["id"]) || len(changes) != 1 {
+		t.Fatalf("split entry: %v", entry)
+	}
+	c := changes[0].(map[string]any)
+	field, hasField := c["field"]
+	after, _ := c["after"].(map[string]any)["distinct_ids"].([]any)
+	ids := strings.Fields(strings.Trim(fmt.Sprint(after), "[]"))
+	sort.Strings(ids)
+	if !hasField || field != nil || c["action"] != "split" || c["type"] != "Person" || c["before"] != nil || strings.Join(ids, ",") != "anon-1,main,other" {
+		t.Fatalf("split change: %v, want after.distinct_ids %v", c, p["distinct_ids"])
+	}
+}
