@@ -74,3 +74,35 @@ func TestSplitActivity(t *testing.T) {
 		t.Fatalf("split change: %v, want after.distinct_ids %v", c, p["distinct_ids"])
 	}
 }
+
+// TestMiddlewareServesPathsWithoutTheFinalSlash: every route also answers
+// without its final slash, as PostHog's router does, with no redirect: the
+// bodies of PATCH and POST arrive, the query is kept, and the answer is the
+// one the slashed path gives.
+func TestMiddlewareServesPathsWithoutTheFinalSlash(t *testing.T) {
+	e := newEnv(t)
+	path, p := e.personWithThreeIDs()
+	short := strings.TrimSuffix(path, "/")
+	if r := e.get(e.keyAll, short); r.status != 200 || r.json(t)["uuid"] != p["uuid"] {
+		t.Fatalf("GET %s: %d %s", short, r.status, r.body)
+	}
+	if r := e.send("PATCH", e.keyAll, short, `{"properties":{"plan":"pro"}}`); r.status != 200 || fmt.Sprint(r.json(t)["properties"]) != "map[email:m@x.io plan:pro]" {
+		t.Fatalf("PATCH %s: %d %s", short, r.status, r.body)
+	}
+	if r := e.send("POST", e.keyAll, path+"update_property", `{"key":"n","value":7}`); r.status != 200 || r.json(t)["properties"].(map[string]any)["n"] != 7.0 {
+		t.Fatalf("POST update_property: %d %s", r.status, r.body)
+	}
+	list := fmt.Sprintf("/api/projects/%d/persons?properties=%s", e.projectA.ID, url.QueryEscape(`[{"key":"plan","value":"pro"}]`))
+	if r := e.get(e.keyAll, list); r.status != 200 || r.json(t)["count"] != 1.0 {
+		t.Fatalf("GET %s: %d %s", list, r.status, r.body)
+	}
+	if r := e.get(e.keyAll, short+"/activity?format=csv"); r.status != 200 || r.header.Get("Content-Type") != "text/csv; charset=utf-8" {
+		t.Fatalf("activity as CSV: %d %s", r.status, r.body)
+	}
+	// Scopes and 404s are the same as with the slash.
+	wantError(t, e.send("PATCH", e.keyRead, short, `{"properties":{"x":1}}`), 403, "authentication_error", "permission_denied")
+	wantError(t, e.get(e.keyAll, short+"/nothing"), 404, "invalid_request", "not_found")
+	if r := e.do("DELETE", e.keyAll, short); r.status != 204 {
+		t.Fatalf("DELETE %s: %d %s", short, r.status, r.body)
+	}
+}
