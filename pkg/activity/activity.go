@@ -15,20 +15,68 @@ import (
 
 // Change is one changed field.
 type Change struct {
-	Type   string `json:"type"`
-	Action string `json:"action"` // changed, created, deleted
-	Field  string `json:"field,omitempty"`
-	Before any    `json:"before"`
-	After  any    `json:"after"`
+	Type   string // "Person"
+	Action string // changed, split, ...
+	Field  string // "" is shown as null (a split changes no one field)
+	Before any
+	After  any
 }
 
-// Detail is the entry's detail object, in the interface's shape.
+// changeJSON is Change as stored and shown: field null when empty.
+type changeJSON struct {
+	Type   string  `json:"type"`
+	Action string  `json:"action"`
+	Field  *string `json:"field"`
+	Before any     `json:"before"`
+	After  any     `json:"after"`
+}
+
+// MarshalJSON writes the change with "field": null when it names none.
+func (c Change) MarshalJSON() ([]byte, error) {
+	out := changeJSON{Type: c.Type, Action: c.Action, Before: c.Before, After: c.After}
+	if c.Field != "" {
+		out.Field = &c.Field
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads a change; a null or absent field is "".
+func (c *Change) UnmarshalJSON(b []byte) error {
+	var in changeJSON
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*c = Change{Type: in.Type, Action: in.Action, Before: in.Before, After: in.After}
+	if in.Field != nil {
+		c.Field = *in.Field
+	}
+	return nil
+}
+
+// Detail is the entry's detail object, in the interface's shape. Changes
+// nil is shown as null (a deletion), empty as [].
 type Detail struct {
 	Changes []Change `json:"changes"`
 	Name    *string  `json:"name"`
 	Trigger any      `json:"trigger"`
 	Type    *string  `json:"type"`
 	ShortID *string  `json:"short_id"`
+}
+
+// Deleted is the detail of a person's "deleted" entry, in PostHog's shape:
+// no changes (null) and the person named by its uuid, since the display
+// name (properties, distinct ids) is gone with the person.
+func Deleted(personUUID string) Detail {
+	return Detail{Name: &personUUID}
+}
+
+// Split is the detail of a "split_person" entry, in PostHog's shape: one
+// change without a field whose after.distinct_ids lists all the person's
+// distinct ids before the split, and the person named by its uuid.
+func Split(personUUID string, distinctIDs []string) Detail {
+	return Detail{Name: &personUUID, Changes: []Change{{
+		Type: "Person", Action: "split", After: map[string]any{"distinct_ids": distinctIDs},
+	}}}
 }
 
 // Entry is one activity log entry.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/personhub/personhub/pkg/activity"
@@ -91,7 +92,7 @@ func (f *Folder) deletePerson(ctx context.Context, in Input) (Resolved, error) {
 		return res, nil
 	default:
 		if a := actorOf(ev); a != nil {
-			f.recordActivity(in, a, p, "deleted", nil)
+			f.recordDetail(in, a, p, "deleted", activity.Deleted(p.row.UUID.String()))
 		}
 		if ev.Properties[event.PropDeleteEvents] == true {
 			f.deletions = append(f.deletions, DeletionRequest{
@@ -133,7 +134,7 @@ func (f *Folder) deletePersonEvents(ctx context.Context, in Input) (Resolved, er
 	// Recorded again on a redelivery, like the request: the entry's id is
 	// the event's uuid, so it is the same entry.
 	if a := actorOf(in.Event); a != nil {
-		f.recordActivity(in, a, p, "delete_events", nil)
+		f.recordActivity(in, a, p, "delete_events", []activity.Change{})
 	}
 	return resolved(p), nil
 }
@@ -180,6 +181,7 @@ func (f *Folder) splitPerson(ctx context.Context, in Input) (Resolved, error) {
 	}
 	list := splitIDs(ev)
 	fresh := in.Seq > p.row.Version || p.dirtyAt(in.Seq)
+	before := slices.Clone(p.row.DistinctIDs) // when fresh: the ids as the split found them
 	var moved []any
 	for i, d := range list {
 		// The id moves when p owns it at this point of the log. The
@@ -208,10 +210,7 @@ func (f *Folder) splitPerson(ctx context.Context, in Input) (Resolved, error) {
 		return resolved(p), nil
 	}
 	if a := actorOf(ev); a != nil && len(moved) > 0 {
-		f.recordActivity(in, a, p, "split_person", []activity.Change{{
-			Type: "Person", Action: "split", Field: "distinct_ids",
-			Before: nil, After: map[string]any{"distinct_ids": moved},
-		}})
+		f.recordDetail(in, a, p, "split_person", activity.Split(p.row.UUID.String(), before))
 	}
 	return resolved(p), nil
 }
@@ -274,10 +273,15 @@ func (f *Folder) recordActivity(in Input, a *event.Actor, p *personState, kind s
 		changes = []activity.Change{}
 	}
 	name := person.DisplayName(p.row.Properties, p.row.DistinctIDs, p.row.ID)
+	f.recordDetail(in, a, p, kind, activity.Detail{Changes: changes, Name: &name})
+}
+
+// recordDetail adds an activity entry with the given detail (the deleted
+// and split_person entries have their own shape, pkg/activity).
+func (f *Folder) recordDetail(in Input, a *event.Actor, p *personState, kind string, detail activity.Detail) {
 	f.activity = append(f.activity, activity.Entry{
 		ID: in.Event.UUID, OrganizationID: a.OrganizationID, ProjectID: in.ProjectID,
 		Scope: "Person", ItemID: fmt.Sprint(p.row.ID), Activity: kind,
-		Detail:    activity.Detail{Changes: changes, Name: &name},
-		UserKeyID: a.KeyID, UserLabel: a.KeyLabel, CreatedAt: in.Event.Timestamp,
+		Detail: detail, UserKeyID: a.KeyID, UserLabel: a.KeyLabel, CreatedAt: in.Event.Timestamp,
 	})
 }

@@ -46,9 +46,6 @@ func (a *API) writeActivity(w http.ResponseWriter, r *http.Request, log *activit
 	}
 	out := activityPage{Results: make([]activityJSON, 0, len(entries)), TotalCount: total}
 	for _, e := range entries {
-		if e.Detail.Changes == nil {
-			e.Detail.Changes = []activity.Change{}
-		}
 		out.Results = append(out.Results, activityJSON{
 			ID: e.ID.String(), User: activityUser{FirstName: e.UserLabel, Email: ""}, Activity: e.Activity,
 			Scope: e.Scope, ItemID: e.ItemID, Detail: e.Detail,

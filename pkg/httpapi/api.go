@@ -127,8 +127,19 @@ type route struct {
 	// its own deadline instead of the server's one for the whole answer.
 	Stream bool
 	// CORS: browsers on any origin may call it (capture).
-	CORS    bool
-	handler handlerFunc
+	CORS bool
+	// Canonical, on the twin of a route served without its final slash,
+	// is the route's path with it: metrics count both under it.
+	Canonical string
+	handler   handlerFunc
+}
+
+// canonical is the path the route is known by (metrics, route families).
+func (rt route) canonical() string {
+	if rt.Canonical != "" {
+		return rt.Canonical
+	}
+	return rt.Path
 }
 
 // routes is the route table: every route of the API, on one screen.
@@ -237,16 +248,10 @@ func (a *API) routes() []route {
 	if a.capture != nil {
 		// Capture for the client libraries (capture.go, docs/capture.md):
 		// the project token in the request authenticates, never a personal
-		// key; CORS for browsers; each path also without its final slash.
+		// key; CORS for browsers.
 		limit := a.capture.MaxRequestBytes() + 1 // capture.Decode answers the limit itself
 		public := func(path string, h handlerFunc) {
-			paths := []string{path}
-			if short := strings.TrimSuffix(path, "/"); short != path {
-				paths = append(paths, short)
-			}
-			for _, p := range paths {
-				rs = append(rs, route{Methods: []string{"GET", "POST", "OPTIONS"}, Path: p, Public: true, CORS: true, Body: limit, handler: h})
-			}
+			rs = append(rs, route{Methods: []string{"GET", "POST", "OPTIONS"}, Path: path, Public: true, CORS: true, Body: limit, handler: h})
 		}
 		for _, path := range []string{"/capture/", "/batch/", "/e/", "/i/v0/e/", "/track/"} {
 			public(path, a.captureEvents)
@@ -263,7 +268,26 @@ func (a *API) routes() []route {
 	rs = append(rs,
 		route{Methods: []string{"GET"}, Path: "/healthz", Public: true, handler: healthz},
 		route{Methods: []string{"GET"}, Path: "/readyz", Public: true, handler: a.readyz})
-	return rs
+	return withoutSlash(rs)
+}
+
+// withoutSlash adds, right after each route whose path ends in a slash,
+// its twin without the slash (same scopes, limits and handler), as
+// PostHog's router accepts both: a redirect instead would lose POST and
+// PATCH bodies. Twins never shadow other routes: a pattern ending in "/"
+// matches only paths ending in "/", one that does not only paths that do
+// not, and within each family the table's order is kept.
+func withoutSlash(rs []route) []route {
+	out := make([]route, 0, 2*len(rs))
+	for _, rt := range rs {
+		out = append(out, rt)
+		if short := strings.TrimSuffix(rt.Path, "/"); short != rt.Path && short != "" {
+			twin := rt
+			twin.Path, twin.Canonical = short, rt.Path
+			out = append(out, twin)
+		}
+	}
+	return out
 }
 
 // Handler serves the route table.
@@ -284,7 +308,7 @@ func (a *API) Handler() http.Handler {
 // or the request deadline of the others.
 func (a *API) chain(rt route) http.Handler {
 	h := a.wrap(rt.handler)
-	if strings.Contains(rt.Path, "/persons/") {
+	if strings.Contains(rt.canonical(), "/persons/") {
 		h = a.csvFormat(h)
 	}
 	if rt.Stream {
@@ -299,7 +323,7 @@ func (a *API) chain(rt route) http.Handler {
 	if rt.CORS {
 		h = captureCORS(h)
 	}
-	return a.observe(rt.Path, h)
+	return a.observe(rt.canonical(), h)
 }
 
 func healthz(w http.ResponseWriter, _ *http.Request) error {

@@ -55,6 +55,17 @@ func TestAuthMatrix(t *testing.T) {
 		}
 	}
 	sort.Strings(universe)
+	// Every path is served with and without its final slash (PostHog's
+	// router accepts both), so the matrix below checks both forms.
+	served := map[string]bool{}
+	for _, rt := range routes {
+		served[strings.Join(rt.Methods, ",")+" "+rt.Path] = true
+	}
+	for _, rt := range routes {
+		if short := strings.TrimSuffix(rt.Path, "/"); short != rt.Path && !served[strings.Join(rt.Methods, ",")+" "+short] {
+			t.Errorf("%v %s is not served without its final slash", rt.Methods, rt.Path)
+		}
+	}
 
 	fill := func(path, org string, projectID uint64) string {
 		return strings.NewReplacer("{project_id}", fmt.Sprint(projectID), "{organization_id}", org,

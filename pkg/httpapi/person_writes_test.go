@@ -123,14 +123,20 @@ func (e *env) ingestRunning(events ...string) {
 	}
 }
 
-func TestSplit(t *testing.T) {
-	e := newEnv(t)
+// personWithThreeIDs makes a person of distinct ids main, anon-1 and
+// other, starts the ingester, and returns the person's path and JSON.
+func (e *env) personWithThreeIDs() (string, map[string]any) {
 	e.ingest(e.projectA.ID,
 		`{"event":"e","distinct_id":"main","$set":{"email":"m@x.io"}}`,
 		`{"event":"$identify","distinct_id":"main","properties":{"$anon_distinct_id":"anon-1"}}`,
 		`{"event":"$create_alias","distinct_id":"main","properties":{"alias":"other"}}`)
 	e.startIngester()
-	path, _ := e.personPath("main")
+	return e.personPath("main")
+}
+
+func TestSplit(t *testing.T) {
+	e := newEnv(t)
+	path, _ := e.personWithThreeIDs()
 	r := e.send("POST", e.keyAll, path+"split/", `{"main_distinct_id":"main"}`)
 	m := r.json(t)
 	if r.status != 200 || len(m["created"].([]any)) != 2 {
@@ -146,7 +152,7 @@ func TestPersonActivity(t *testing.T) {
 	e := newEnv(t)
 	seed(e)
 	e.startIngester()
-	path, _ := e.personPath("p0")
+	path, p0 := e.personPath("p0")
 	other, _ := e.personPath("p1")
 	for _, body := range []string{`{"properties":{"plan":"pro"}}`, `{"properties":{"n":6}}`} {
 		if r := e.send("PATCH", e.keyAll, path, body); r.status != 200 {
@@ -173,10 +179,16 @@ func TestPersonActivity(t *testing.T) {
 	if all["total_count"].(float64) != 4 {
 		t.Fatalf("project activity: %v", all["total_count"])
 	}
-	// Deleting is recorded, and a deleted person's log stays readable.
+	// Deleting is recorded, and a deleted person's log stays readable. As
+	// in PostHog, the entry has no changes (null) and names the person by
+	// uuid: its display name is gone with it.
 	e.do("DELETE", e.keyAll, path)
-	if m := e.get(e.keyAll, path+"activity/").json(t); m["results"].([]any)[0].(map[string]any)["activity"] != "deleted" {
-		t.Fatalf("after delete: %v", m)
+	m = e.get(e.keyAll, path+"activity/").json(t)
+	del := m["results"].([]any)[0].(map[string]any)
+	detail := del["detail"].(map[string]any)
+	if changes, ok := detail["changes"]; del["activity"] != "deleted" || !ok || changes != nil || detail["name"] != p0["uuid"] ||
+		del["item_id"] != fmt.Sprint(p0["id"]) {
+		t.Fatalf("after delete: %v", del)
 	}
 	wantError(t, e.get(e.keyRead, path+"activity/"), 403, "authentication_error", "permission_denied")
 }

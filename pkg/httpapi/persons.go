@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -137,5 +140,17 @@ func (a *API) lookupPerson(r *http.Request, projectID uint64) (chstore.PersonRec
 	if u, err := uuid.Parse(raw); err == nil {
 		return a.store.GetPersonByUUID(r.Context(), projectID, u)
 	}
-	return chstore.PersonRecord{}, invalid("id", "A person is identified by its integer id or its uuid.")
+	return chstore.PersonRecord{}, notAPersonID(projectID, raw)
+}
+
+// notAPersonID answers a person path whose {id} is neither an integer id
+// nor a uuid. It is most often a distinct id, so, as PostHog does, the
+// detail shows the list filter that finds a person by distinct id.
+func notAPersonID(projectID uint64, raw string) error {
+	const limit = 200 // echo a bounded part of a hostile path
+	if len(raw) > limit {
+		raw = strings.ToValidUTF8(raw[:limit], "") + "…"
+	}
+	return invalid("id", fmt.Sprintf("%q is not a person id: a person is identified by its integer id or its uuid. "+
+		"To find a person by distinct id, use /api/projects/%d/persons/?distinct_id=%s instead.", raw, projectID, url.QueryEscape(raw)))
 }

@@ -195,7 +195,12 @@ func TestRetrieve(t *testing.T) {
 		}
 	}
 	wantError(t, e.get(e.keyAll, fmt.Sprintf("/api/projects/%d/persons/424242/", e.projectA.ID)), 404, "invalid_request", "not_found")
-	wantError(t, e.get(e.keyAll, fmt.Sprintf("/api/projects/%d/persons/nope/", e.projectA.ID)), 400, "validation_error", "invalid_input")
+	// A distinct id where the id goes: the detail shows how to look it up
+	// (PostHog points to ?distinct_id= too).
+	bad := wantError(t, e.get(e.keyAll, fmt.Sprintf("/api/projects/%d/persons/p%%2B4/", e.projectA.ID)), 400, "validation_error", "invalid_input")
+	if want := fmt.Sprintf("/api/projects/%d/persons/?distinct_id=p%%2B4", e.projectA.ID); bad["attr"] != "id" || !strings.Contains(bad["detail"].(string), want) {
+		t.Fatalf("retrieve by a distinct id: %v, want the detail to name %s", bad, want)
+	}
 	// A person of project A is not found through project B's key and path.
 	wantError(t, e.get(e.keyB, fmt.Sprintf("/api/projects/%d/persons/%d/", e.projectB.ID, id)), 404, "invalid_request", "not_found")
 }

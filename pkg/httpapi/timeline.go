@@ -3,7 +3,6 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -12,31 +11,15 @@ import (
 )
 
 // parseDate reads an absolute date (2026-01-02, RFC 3339, "2026-01-02
-// 15:04:05") or a relative one (-7d, -24h, -2w, -3m, -1y, "all") relative
-// to now.
+// 15:04:05"), "all", or a relative one (-7d, -24h, -2w, -3m, -1y, the
+// property filters' syntax) relative to now.
 func parseDate(s string, now time.Time) (time.Time, bool) {
 	s = strings.TrimSpace(s)
 	if s == "all" {
 		return time.Unix(0, 0).UTC(), true
 	}
-	if len(s) >= 3 && s[0] == '-' {
-		n, err := strconv.Atoi(s[1 : len(s)-1])
-		if err != nil || n < 0 || n > 100000 {
-			return time.Time{}, false
-		}
-		switch s[len(s)-1] {
-		case 'h':
-			return now.Add(-time.Duration(n) * time.Hour), true
-		case 'd':
-			return now.AddDate(0, 0, -n), true
-		case 'w':
-			return now.AddDate(0, 0, -7*n), true
-		case 'm':
-			return now.AddDate(0, -n, 0), true
-		case 'y':
-			return now.AddDate(-n, 0, 0), true
-		}
-		return time.Time{}, false
+	if t, ok := propfilter.RelativeDate(s, now); ok {
+		return t, true
 	}
 	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02"} {
 		if t, err := time.Parse(layout, s); err == nil {

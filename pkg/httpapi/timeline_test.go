@@ -31,7 +31,8 @@ func TestPropertiesTimeline(t *testing.T) {
 		pt := p.(map[string]any)
 		got = append(got, fmt.Sprint(pt["timestamp"], " ", pt["properties"], " ", pt["relevant_event_count"]))
 	}
-	want := []string{"2026-05-01T00:00:00Z map[plan:free] 2", "2026-05-01T00:02:00Z map[plan:pro] 2", "2026-05-01T00:04:00Z map[] 1"}
+	// Each point shows all the properties then, not only the crucial plan.
+	want := []string{"2026-05-01T00:00:00Z map[n:1 plan:free] 2", "2026-05-01T00:02:00Z map[n:2 plan:pro] 2", "2026-05-01T00:04:00Z map[n:2] 1"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("points:\n got %v\nwant %v", got, want)
 	}
@@ -40,6 +41,12 @@ func TestPropertiesTimeline(t *testing.T) {
 	m = e.get(e.keyAll, path+"properties_timeline/?"+q.Encode()).json(t)
 	if n := len(m["points"].([]any)); n != 3 {
 		t.Fatalf("pageview points: %v", m["points"])
+	}
+	// No filter at all: no change is relevant, one point counts every event.
+	q = url.Values{"date_from": {"2026-05-01"}, "date_to": {"2026-05-01"}}
+	m = e.get(e.keyAll, path+"properties_timeline/?"+q.Encode()).json(t)
+	if pts := m["points"].([]any); len(pts) != 1 || fmt.Sprint(pts[0]) != "map[properties:map[n:1 plan:free] relevant_event_count:5 timestamp:2026-05-01T00:00:00Z]" {
+		t.Fatalf("no filter: %v", m)
 	}
 	wantError(t, e.get(e.keyAll, path+"properties_timeline/?date_from=yesterdayish"), 400, "validation_error", "invalid_input")
 	wantError(t, e.get(e.keyAll, path+"properties_timeline/?events=nope"), 400, "validation_error", "invalid_input")

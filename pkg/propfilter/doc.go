@@ -54,7 +54,10 @@
 //   - exact (default), is_not. A string s gives V = s ("" also requires P).
 //     A number n gives toFloat64OrNull(V) = n. A bool gives V = 'true'/'false'.
 //     null matches persons without the key or with a JSON null
-//     (NOT P OR V = 'null'). An object or array compares its ValueText. A list
+//     (NOT P OR V = 'null'). An object or array compares its ValueText. A
+//     string that is the JSON text of an object or array matches either that
+//     text or the ValueText of what it decodes to (V IN (s, canonical)), so
+//     `"{\"a\": 1}"` finds the stored object {"a":1} as PostHog does. A list
 //     means any of its elements (V IN (...) when all are non-empty strings;
 //     an empty list matches nobody). is_not is the exact negation, so persons
 //     lacking the key match it.
@@ -75,7 +78,10 @@
 //   - is_date_exact, is_date_after, is_date_before: the value is a date
 //     ("2024-01-02") or datetime (RFC 3339, "2024-01-02 03:04:05",
 //     "2024-01-02T03:04:05", optionally with fraction/offset; no offset means
-//     UTC) between 1970-01-01 and 2105-12-31. Stored values are parsed with
+//     UTC), or a relative date as PostHog writes them: "-7d", "7d", "24h",
+//     "2w", "3m" (months), "1y" (hour, day, week, month, year; the minus is
+//     optional, both count back from Options.Now), between 1970-01-01 and
+//     2105-12-31. Stored values are parsed with
 //     parseDateTimeBestEffortOrNull(V, 'UTC'). Exact compares the UTC day,
 //     after/before compare datetimes strictly, at whole-second precision.
 //     Stored values that are not dates never match.

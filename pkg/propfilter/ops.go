@@ -75,7 +75,7 @@ func (p *parser) leaf(key, op string, value any) (frag, error) {
 	case "is_not_set":
 		f = not(present(key))
 	default: // is_date_*
-		f, err = date(key, op, value)
+		f, err = date(key, op, value, p.now)
 	}
 	if err != nil {
 		return frag{}, err
@@ -130,13 +130,13 @@ func exact(key string, value any) (frag, error) {
 		}
 	}
 	if allText {
-		args := make([]any, 0, len(list)+1)
-		args = append(args, key)
+		args := []any{key}
 		for _, el := range list {
-			args = append(args, el)
+			for _, form := range textForms(el.(string)) {
+				args = append(args, form)
+			}
 		}
-		marks := strings.TrimSuffix(strings.Repeat("?, ", len(list)), ", ")
-		return frag{"(" + valueSQL + " IN (" + marks + "))", args}, nil
+		return textIn(args), nil
 	}
 	parts := make([]frag, 0, len(list))
 	for _, el := range list {
@@ -164,9 +164,43 @@ func exactOne(key string, value any) (frag, error) {
 			return frag{}, errorf("number %v is out of range", v)
 		}
 		return numCmp(key, "=", v), nil
-	default: // string, bool, object, nested array
+	case string:
+		if forms := textForms(v); len(forms) > 1 {
+			return textIn(append([]any{key}, forms[0], forms[1])), nil
+		}
+		return textEq(key, v), nil
+	default: // bool, object, nested array
 		return textEq(key, ValueText(v)), nil
 	}
+}
+
+// textIn is V IN (...) over args = key, then the texts (none empty).
+func textIn(args []any) frag {
+	marks := strings.TrimSuffix(strings.Repeat("?, ", len(args)-1), ", ")
+	return frag{"(" + valueSQL + " IN (" + marks + "))", args}
+}
+
+// textForms returns the stored texts a string filter value matches: the
+// string itself and, when it is the JSON text of an object or array (as a
+// client sends a structured value, e.g. Python's json.dumps with its
+// spaces), that value's stored rendering ValueText, so it matches the
+// stored object or array as PostHog compares JSON values.
+func textForms(s string) []string {
+	t := strings.TrimSpace(s)
+	if t == "" || (t[0] != '{' && t[0] != '[') {
+		return []string{s}
+	}
+	v, err := decode(t)
+	if err != nil {
+		return []string{s}
+	}
+	switch v.(type) {
+	case map[string]any, []any:
+		if canon := ValueText(v); canon != s {
+			return []string{s, canon}
+		}
+	}
+	return []string{s}
 }
 
 func number(n json.Number) (float64, error) {
@@ -281,14 +315,44 @@ func parseDate(s string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-func date(key, op string, value any) (frag, error) {
+// relativeDate matches PostHog's relative dates: a count and a unit (hour,
+// day, week, month, year), with an optional leading minus; both "-7d" and
+// "7d" mean seven days before now.
+var relativeDate = regexp.MustCompile(`^-?([0-9]{1,6})([hdwmy])$`)
+
+// RelativeDate reads a relative date ("-7d", "24h", "3m", ...) against
+// now; ok is false for anything else.
+func RelativeDate(s string, now time.Time) (t time.Time, ok bool) {
+	m := relativeDate.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return time.Time{}, false
+	}
+	n, _ := strconv.Atoi(m[1]) // at most six digits
+	switch m[2] {
+	case "h":
+		return now.Add(-time.Duration(n) * time.Hour), true
+	case "d":
+		return now.AddDate(0, 0, -n), true
+	case "w":
+		return now.AddDate(0, 0, -7*n), true
+	case "m":
+		return now.AddDate(0, -n, 0), true
+	default: // y
+		return now.AddDate(-n, 0, 0), true
+	}
+}
+
+func date(key, op string, value any, now func() time.Time) (frag, error) {
 	s, ok := value.(string)
 	if !ok {
 		return frag{}, errorf("operator %q needs a date string value, not %s", op, kind(value))
 	}
 	t, ok := parseDate(s)
 	if !ok {
-		return frag{}, errorf("invalid date %q", s)
+		t, ok = RelativeDate(s, now().UTC())
+	}
+	if !ok {
+		return frag{}, errorf("invalid date %q (a date, a date-time, or relative like -7d, 24h, 3m, 1y)", s)
 	}
 	switch op {
 	case "is_date_after": // stored > t  <=>  stored > floor(t), at 1s precision

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Limits on the size of a filter document.
@@ -68,6 +69,9 @@ type Options struct {
 	// Behavioral compiles {"type":"behavioral", ...} filters (cohort
 	// definitions) into a condition over a persons row; nil: ignored.
 	Behavioral func(ctx context.Context, filter map[string]any) (Clause, error)
+	// Now is the instant relative dates ("-7d") count back from; nil:
+	// time.Now.
+	Now func() time.Time
 }
 
 // ParseWith is Parse with cohort and behavioural filters compiled by opts.
@@ -102,6 +106,14 @@ type parser struct {
 	keys    map[string]struct{}
 	ctx     context.Context
 	opts    Options
+}
+
+// now is the instant relative dates count back from.
+func (p *parser) now() time.Time {
+	if p.opts.Now != nil {
+		return p.opts.Now()
+	}
+	return time.Now()
 }
 
 func build(raw string) (frag, []string, error) {

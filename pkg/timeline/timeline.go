@@ -5,6 +5,7 @@ package timeline
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"reflect"
 	"sort"
 	"time"
@@ -18,7 +19,8 @@ type Event struct {
 }
 
 // Point is a period that starts at Timestamp during which the crucial
-// properties had the values in Properties.
+// properties kept their values. Properties holds all of the person's
+// properties at Timestamp (not only the crucial ones), as PostHog shows them.
 type Point struct {
 	Timestamp          time.Time      `json:"timestamp"`
 	Properties         map[string]any `json:"properties"`
@@ -28,7 +30,8 @@ type Point struct {
 // Query selects what the timeline shows.
 type Query struct {
 	From, To time.Time
-	// Keys are the crucial person property keys; empty means all.
+	// Keys are the crucial person property keys. With none, no change is
+	// relevant: the window is one point counting every relevant event.
 	Keys []string
 	// Events names the relevant events; empty means every event.
 	Events []string
@@ -37,7 +40,8 @@ type Query struct {
 // Build folds the events' property changes in order ($set_once, $set,
 // $unset, as the ingester does) and returns one point per change of the
 // crucial keys among the relevant events inside the window. Events before
-// the window only set the starting state.
+// the window only set the starting state. Without crucial keys there is at
+// most one point (PostHog: without filters no change is relevant).
 func Build(events []Event, q Query) []Point {
 	relevant := map[string]bool{}
 	for _, e := range q.Events {
@@ -56,7 +60,7 @@ func Build(events []Event, q Query) []Point {
 		}
 		view := project(state, q.Keys)
 		if current == nil || !reflect.DeepEqual(view, current) {
-			points = append(points, Point{Timestamp: ev.Timestamp.UTC(), Properties: view})
+			points = append(points, Point{Timestamp: ev.Timestamp.UTC(), Properties: maps.Clone(state)})
 			current = view
 		}
 		points[len(points)-1].RelevantEventCount++
@@ -64,14 +68,10 @@ func Build(events []Event, q Query) []Point {
 	return points
 }
 
+// project is the part of state that decides where points start: the
+// crucial keys' values (nothing when there are none).
 func project(state map[string]any, keys []string) map[string]any {
 	out := map[string]any{}
-	if len(keys) == 0 {
-		for k, v := range state {
-			out[k] = v
-		}
-		return out
-	}
 	for _, k := range keys {
 		if v, ok := state[k]; ok {
 			out[k] = v
