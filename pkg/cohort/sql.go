@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/google/uuid"
 
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/propfilter"
@@ -245,101 +244,4 @@ func groupSet[T any](values []T) clickhouse.GroupSet {
 		out[i] = v
 	}
 	return clickhouse.GroupSet{Value: out}
-}
-
-// addMembers stores the distinct ids of the given persons (every id a
-// person given by integer id or uuid has, and each distinct id given that
-// a live person owns) as members of the cohort. Unknown ids are ignored;
-// none known is a 400. It returns the number of distinct ids stored.
-func (s *Service) addMembers(ctx context.Context, projectID, cohortID uint64, in Input, max int) (int, error) {
-	field := "person_ids"
-	if len(in.PersonIDs) == 0 {
-		field = "distinct_ids"
-	}
-	if len(in.PersonIDs)+len(in.DistinctIDs) > max {
-		return 0, invalid(field, "At most %d persons can be added at once.", max)
-	}
-	var ints []uint64
-	var uuids []uuid.UUID
-	for _, id := range in.PersonIDs {
-		if n, err := strconv.ParseUint(id, 10, 64); err == nil {
-			ints = append(ints, n)
-		} else if u, err := uuid.Parse(id); err == nil {
-			uuids = append(uuids, u)
-		} else {
-			return 0, invalid("person_ids", "A person is identified by its integer id or its uuid, not %q.", id)
-		}
-	}
-	ctx = readCtx(ctx)
-	type member struct {
-		distinctID string
-		personID   uint64
-	}
-	var members []member
-	if len(ints)+len(uuids) > 0 {
-		var conds []string
-		var args = []any{projectID}
-		if len(ints) > 0 {
-			conds, args = append(conds, "id IN ?"), append(args, groupSet(ints))
-		}
-		if len(uuids) > 0 {
-			conds, args = append(conds, "uuid IN ?"), append(args, groupSet(uuids))
-		}
-		rows, err := s.conn.Query(ctx, "SELECT id, distinct_ids FROM persons FINAL WHERE project_id = ? AND is_deleted = 0 AND ("+strings.Join(conds, " OR ")+")", args...)
-		if err != nil {
-			return 0, fmt.Errorf("cohort: find persons: %w", err)
-		}
-		for rows.Next() {
-			var id uint64
-			var ids []string
-			if err := rows.Scan(&id, &ids); err != nil {
-				rows.Close()
-				return 0, err
-			}
-			for _, d := range ids {
-				members = append(members, member{d, id})
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return 0, err
-		}
-	}
-	if len(in.DistinctIDs) > 0 {
-		rows, err := s.conn.Query(ctx, "SELECT distinct_id, person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id IN ? AND is_deleted = 0",
-			projectID, groupSet(in.DistinctIDs))
-		if err != nil {
-			return 0, fmt.Errorf("cohort: find distinct ids: %w", err)
-		}
-		for rows.Next() {
-			var m member
-			if err := rows.Scan(&m.distinctID, &m.personID); err != nil {
-				rows.Close()
-				return 0, err
-			}
-			members = append(members, m)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return 0, err
-		}
-	}
-	if len(members) == 0 {
-		return 0, invalid(field, "None of the given persons exists.")
-	}
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO cohort_people (project_id, cohort_id, distinct_id, person_id, is_deleted, version)")
-	if err != nil {
-		return 0, fmt.Errorf("cohort: add members: %w", err)
-	}
-	version := uint64(s.now().UnixNano())
-	for _, m := range members {
-		if err := batch.Append(projectID, cohortID, m.distinctID, m.personID, uint8(0), version); err != nil {
-			_ = batch.Abort()
-			return 0, fmt.Errorf("cohort: add members: %w", err)
-		}
-	}
-	if err := batch.Send(); err != nil {
-		return 0, fmt.Errorf("cohort: add members: %w", err)
-	}
-	return len(members), nil
 }
