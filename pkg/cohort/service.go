@@ -24,17 +24,19 @@ const Bucket = "cohorts"
 type Service struct {
 	records *kvjson.Records[Cohort]
 	conn    driver.Conn
+	actions Actions // nil: every action a behavioural filter names is unknown
 	now     func() time.Time
 }
 
 // Open creates (or binds to) the cohorts bucket; conn is ClickHouse
-// (cohort_people, persons, person_distinct_ids, events).
-func Open(ctx context.Context, js jetstream.JetStream, conn driver.Conn) (*Service, error) {
+// (cohort_people, persons, person_distinct_ids, events); actions resolves
+// the actions behavioural filters name (nil: none is known).
+func Open(ctx context.Context, js jetstream.JetStream, conn driver.Conn, actions Actions) (*Service, error) {
 	r, err := kvjson.OpenRecords[Cohort](ctx, js, Bucket, "personhub cohort definitions")
 	if err != nil {
 		return nil, fmt.Errorf("cohort: %w", err)
 	}
-	return &Service{records: r, conn: conn, now: time.Now}, nil
+	return &Service{records: r, conn: conn, actions: actions, now: time.Now}, nil
 }
 
 // View is a cohort with its current member count (nil when the

@@ -2,13 +2,10 @@ package cohort
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
@@ -100,67 +97,6 @@ func (s *Service) compile(ctx context.Context, projectID uint64, c Cohort) (prop
 		return cl, invalid("filters", "Filters are invalid: %s", pe.Detail)
 	}
 	return cl, err
-}
-
-// intervals are the behavioural filters' time units.
-var intervals = map[string]func(t time.Time, n int) time.Time{
-	"hour":  func(t time.Time, n int) time.Time { return t.Add(-time.Duration(n) * time.Hour) },
-	"day":   func(t time.Time, n int) time.Time { return t.AddDate(0, 0, -n) },
-	"week":  func(t time.Time, n int) time.Time { return t.AddDate(0, 0, -7*n) },
-	"month": func(t time.Time, n int) time.Time { return t.AddDate(0, -n, 0) },
-	"year":  func(t time.Time, n int) time.Time { return t.AddDate(-n, 0, 0) },
-}
-
-// behavioral compiles {"type":"behavioral","key":event,"value":
-// "performed_event","event_type":"events","time_value":N,
-// "time_interval":unit}: the person's current distinct ids include one
-// that sent the event at or after now minus N units. Events the API's
-// person writes produce (they carry $actor) are not behaviour.
-func (r *resolver) behavioral(_ context.Context, f map[string]any) (propfilter.Clause, error) {
-	event, _ := f["key"].(string)
-	if event == "" {
-		return propfilter.Clause{}, invalid("filters", "A behavioral filter needs the event name as key.")
-	}
-	if v, _ := f["value"].(string); v != "performed_event" {
-		return propfilter.Clause{}, invalid("filters", "Behavioral filters support value performed_event only, not %v.", f["value"])
-	}
-	if t, ok := f["event_type"]; ok && t != nil && t != "events" {
-		return propfilter.Clause{}, invalid("filters", "Behavioral filters support event_type events only, not %v.", t)
-	}
-	n, err := positive(f["time_value"])
-	if err != nil {
-		return propfilter.Clause{}, invalid("filters", "A behavioral filter needs time_value, a whole number from 1 to 100000.")
-	}
-	unit, _ := f["time_interval"].(string)
-	back, ok := intervals[unit]
-	if !ok {
-		return propfilter.Clause{}, invalid("filters", "time_interval must be hour, day, week, month or year, not %v.", f["time_interval"])
-	}
-	since := back(r.s.now().UTC(), n).Truncate(time.Second)
-	if since.Before(time.Unix(0, 0)) {
-		since = time.Unix(0, 0).UTC()
-	}
-	return propfilter.Clause{
-		SQL:  ownerOf("SELECT distinct_id FROM events WHERE project_id = ? AND event = ? AND timestamp >= toDateTime(?, 'UTC') AND visitParamHas(properties, '$actor') = 0"),
-		Args: []any{r.project, r.project, event, since.Format(time.DateTime)},
-	}, nil
-}
-
-func positive(v any) (int, error) {
-	var s string
-	switch x := v.(type) {
-	case json.Number:
-		s = x.String()
-	case string:
-		s = x
-	case float64:
-		s = strconv.FormatFloat(x, 'f', -1, 64)
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > 100_000 {
-		return 0, fmt.Errorf("not a positive integer: %v", v)
-	}
-	return n, nil
 }
 
 // countChunk bounds the cohorts counted by one statement.
