@@ -158,3 +158,33 @@ func TestStaticCohortMembersThroughTheLog(t *testing.T) {
 		t.Fatalf("replayed members: %d %v", live, err)
 	}
 }
+
+// TestStaticCohortWhileTheIngesterIsDown: with no ingester, a create with
+// members answers 202 with the cohort (its id is needed) and an add 202
+// not_yet_visible; the members are in the log and appear once an ingester
+// folds it.
+func TestStaticCohortWhileTheIngesterIsDown(t *testing.T) {
+	e := newEnvWait(t, 300*time.Millisecond)
+	seed(e) // runs an ingester until the persons are folded, then stops it
+	r := e.send("POST", e.keyAll, fmt.Sprintf("/api/projects/%d/cohorts/", e.projectA.ID), `{"name":"late","is_static":true,"distinct_ids":["p0"]}`)
+	c := r.json(t)
+	if r.status != 202 || c["id"] == nil || c["count"].(float64) != 0 {
+		t.Fatalf("create without ingester: %d %s", r.status, r.body)
+	}
+	path := fmt.Sprintf("/api/projects/%d/cohorts/%v/", e.projectA.ID, c["id"])
+	r = e.send("PATCH", e.keyAll, path+"add_persons_to_static_cohort/", `{"distinct_ids":["p1"]}`)
+	if r.status != 202 || r.json(t)["code"] != "not_yet_visible" {
+		t.Fatalf("add without ingester: %d %s", r.status, r.body)
+	}
+	e.startIngester()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if got := e.get(e.keyAll, path).json(t); got["count"].(float64) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the recorded members never appeared")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
