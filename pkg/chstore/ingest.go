@@ -111,7 +111,8 @@ type BatchMarker struct {
 }
 
 // WriteBatch writes one folded batch in the order that makes a crash at
-// any point recoverable: events, activity entries and deletion requests
+// any point recoverable: events, activity entries, deletion requests and
+// static cohort members
 // (the last two exist only when the fold applied a change, so they precede
 // the person rows that show it applied), then persons, then distinct ids
 // and warnings, and last the marker that commits the batch.
@@ -134,6 +135,7 @@ func (s *Store) WriteRows(ctx context.Context, events []EventRow, b fold.Batch) 
 		func() error { return wrap("write events", s.writeEvents(ctx, events)) },
 		func() error { return wrap("write activity", activity.New(s.conn).Write(ctx, b.Activity...)) },
 		func() error { return wrap("write deletion requests", s.writeDeletionRequests(ctx, b.DeletionRequests)) },
+		func() error { return wrap("write cohort members", s.writeCohortMembers(ctx, b.CohortMembers)) },
 	)
 	if err != nil {
 		return err

@@ -241,8 +241,9 @@ func checkFilters(raw json.RawMessage) error {
 
 // groupsToFilters converts the deprecated groups (ORed; a group's property
 // list ANDed, untyped and event-typed properties meaning person ones; a
-// dict {"key": value} meaning key = value; event_id with days meaning
-// "performed it within days days") into the filters form.
+// dict {"key": value} meaning key = value; event_id or action_id with days
+// meaning "performed it within days days", count and count_operator
+// "that many times") into the filters form.
 func groupsToFilters(raw json.RawMessage) (json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -273,16 +274,21 @@ func groupsToFilters(raw json.RawMessage) (json.RawMessage, error) {
 		default:
 			return nil, invalid("groups", "A group's properties must be a list or an object.")
 		}
-		if _, ok := g["action_id"]; ok && g["action_id"] != nil {
-			return nil, invalid("groups", "Groups naming an action are not supported; use a behavioral filter on an event.")
+		key, typ := g["event_id"], "events"
+		if a, ok := g["action_id"]; ok && a != nil {
+			key, typ = a, "actions"
 		}
-		if ev, ok := g["event_id"].(string); ok {
+		if key != nil {
 			days := any(json.Number("365"))
 			if d, ok := g["days"]; ok && d != nil {
 				days = d
 			}
-			and = append(and, map[string]any{"type": "behavioral", "key": ev, "value": "performed_event",
-				"event_type": "events", "time_value": days, "time_interval": "day"})
+			f := map[string]any{"type": "behavioral", "key": key, "value": "performed_event",
+				"event_type": typ, "time_value": days, "time_interval": "day"}
+			if c, ok := g["count"]; ok && c != nil {
+				f["value"], f["operator_value"], f["operator"] = "performed_event_multiple", c, g["count_operator"]
+			}
+			and = append(and, f)
 		}
 		ors = append(ors, map[string]any{"type": "AND", "values": and})
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/kvjson"
 )
 
@@ -23,17 +24,19 @@ const Bucket = "cohorts"
 type Service struct {
 	records *kvjson.Records[Cohort]
 	conn    driver.Conn
+	actions Actions // nil: every action a behavioural filter names is unknown
 	now     func() time.Time
 }
 
 // Open creates (or binds to) the cohorts bucket; conn is ClickHouse
-// (cohort_people, persons, person_distinct_ids, events).
-func Open(ctx context.Context, js jetstream.JetStream, conn driver.Conn) (*Service, error) {
+// (cohort_people, persons, person_distinct_ids, events); actions resolves
+// the actions behavioural filters name (nil: none is known).
+func Open(ctx context.Context, js jetstream.JetStream, conn driver.Conn, actions Actions) (*Service, error) {
 	r, err := kvjson.OpenRecords[Cohort](ctx, js, Bucket, "personhub cohort definitions")
 	if err != nil {
 		return nil, fmt.Errorf("cohort: %w", err)
 	}
-	return &Service{records: r, conn: conn, now: time.Now}, nil
+	return &Service{records: r, conn: conn, actions: actions, now: time.Now}, nil
 }
 
 // View is a cohort with its current member count (nil when the
@@ -44,9 +47,10 @@ type View struct {
 }
 
 // Create stores a new cohort. A static cohort's members, when given, are
-// stored first, so a cohort never appears without them; none of them
-// known is a 400.
-func (s *Service) Create(ctx context.Context, projectID uint64, in Input) (View, error) {
+// recorded in the log first, so a cohort never appears without them; none
+// of them known is a 400. ErrPending comes with the stored cohort when the
+// ingester has not folded its members in time.
+func (s *Service) Create(ctx context.Context, log Log, projectID uint64, in Input) (View, error) {
 	c := Cohort{Name: in.Name, Groups: in.Groups, CreatedAt: s.now().UTC().Truncate(time.Millisecond)}
 	if in.Description != nil {
 		c.Description = *in.Description
@@ -77,15 +81,27 @@ func (s *Service) Create(ctx context.Context, projectID uint64, in Input) (View,
 		return View{}, fmt.Errorf("cohort: %w", err)
 	}
 	c.ID = id
+	var seq uint64
 	if c.IsStatic && in.HasMembers() {
-		if _, err := s.addMembers(ctx, projectID, id, in, MaxMembersPerCreate); err != nil {
+		ids, err := s.resolve(ctx, projectID, in, MaxMembersPerCreate)
+		if err != nil {
+			return View{}, err
+		}
+		if log == nil {
+			return View{}, errNoLog
+		}
+		if seq, err = log.Record(ctx, projectID, commands(event.AddToStaticCohort, id, ids)); err != nil {
 			return View{}, err
 		}
 	}
 	if err := s.records.Create(ctx, projectID, id, c); err != nil {
 		return View{}, fmt.Errorf("cohort: %w", err)
 	}
-	return s.view(ctx, projectID, c)
+	var waited error
+	if seq > 0 {
+		waited = log.Await(ctx, seq)
+	}
+	return s.afterRecord(ctx, projectID, c, waited)
 }
 
 // Get returns a cohort, soft-deleted ones included (as PostHog).
@@ -230,29 +246,6 @@ func (s *Service) Delete(ctx context.Context, projectID, id uint64) error {
 		return ErrNotFound
 	}
 	return err
-}
-
-// AddMembers adds persons to a live static cohort: 1 to MaxMembersPerAdd
-// ids; unknown ones are ignored, none known is a 400. It returns the
-// cohort after the change.
-func (s *Service) AddMembers(ctx context.Context, projectID, id uint64, in Input) (View, error) {
-	c, err := s.get(ctx, projectID, id)
-	if err != nil {
-		return View{}, err
-	}
-	if c.Deleted {
-		return View{}, ErrNotFound
-	}
-	if !c.IsStatic {
-		return View{}, invalid("is_static", "Persons can be added to static cohorts only.")
-	}
-	if !in.HasMembers() {
-		return View{}, invalid("person_ids", "Give 1 to %d person_ids or distinct_ids.", MaxMembersPerAdd)
-	}
-	if _, err := s.addMembers(ctx, projectID, id, in, MaxMembersPerAdd); err != nil {
-		return View{}, err
-	}
-	return s.view(ctx, projectID, c)
 }
 
 // PersonCohorts returns the live cohorts the person is a member of, by id.

@@ -2,16 +2,12 @@ package cohort
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/google/uuid"
 
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/propfilter"
@@ -103,67 +99,6 @@ func (s *Service) compile(ctx context.Context, projectID uint64, c Cohort) (prop
 	return cl, err
 }
 
-// intervals are the behavioural filters' time units.
-var intervals = map[string]func(t time.Time, n int) time.Time{
-	"hour":  func(t time.Time, n int) time.Time { return t.Add(-time.Duration(n) * time.Hour) },
-	"day":   func(t time.Time, n int) time.Time { return t.AddDate(0, 0, -n) },
-	"week":  func(t time.Time, n int) time.Time { return t.AddDate(0, 0, -7*n) },
-	"month": func(t time.Time, n int) time.Time { return t.AddDate(0, -n, 0) },
-	"year":  func(t time.Time, n int) time.Time { return t.AddDate(-n, 0, 0) },
-}
-
-// behavioral compiles {"type":"behavioral","key":event,"value":
-// "performed_event","event_type":"events","time_value":N,
-// "time_interval":unit}: the person's current distinct ids include one
-// that sent the event at or after now minus N units. Events the API's
-// person writes produce (they carry $actor) are not behaviour.
-func (r *resolver) behavioral(_ context.Context, f map[string]any) (propfilter.Clause, error) {
-	event, _ := f["key"].(string)
-	if event == "" {
-		return propfilter.Clause{}, invalid("filters", "A behavioral filter needs the event name as key.")
-	}
-	if v, _ := f["value"].(string); v != "performed_event" {
-		return propfilter.Clause{}, invalid("filters", "Behavioral filters support value performed_event only, not %v.", f["value"])
-	}
-	if t, ok := f["event_type"]; ok && t != nil && t != "events" {
-		return propfilter.Clause{}, invalid("filters", "Behavioral filters support event_type events only, not %v.", t)
-	}
-	n, err := positive(f["time_value"])
-	if err != nil {
-		return propfilter.Clause{}, invalid("filters", "A behavioral filter needs time_value, a whole number from 1 to 100000.")
-	}
-	unit, _ := f["time_interval"].(string)
-	back, ok := intervals[unit]
-	if !ok {
-		return propfilter.Clause{}, invalid("filters", "time_interval must be hour, day, week, month or year, not %v.", f["time_interval"])
-	}
-	since := back(r.s.now().UTC(), n).Truncate(time.Second)
-	if since.Before(time.Unix(0, 0)) {
-		since = time.Unix(0, 0).UTC()
-	}
-	return propfilter.Clause{
-		SQL:  ownerOf("SELECT distinct_id FROM events WHERE project_id = ? AND event = ? AND timestamp >= toDateTime(?, 'UTC') AND visitParamHas(properties, '$actor') = 0"),
-		Args: []any{r.project, r.project, event, since.Format(time.DateTime)},
-	}, nil
-}
-
-func positive(v any) (int, error) {
-	var s string
-	switch x := v.(type) {
-	case json.Number:
-		s = x.String()
-	case string:
-		s = x
-	case float64:
-		s = strconv.FormatFloat(x, 'f', -1, 64)
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > 100_000 {
-		return 0, fmt.Errorf("not a positive integer: %v", v)
-	}
-	return n, nil
-}
-
 // countChunk bounds the cohorts counted by one statement.
 const countChunk = 50
 
@@ -245,101 +180,4 @@ func groupSet[T any](values []T) clickhouse.GroupSet {
 		out[i] = v
 	}
 	return clickhouse.GroupSet{Value: out}
-}
-
-// addMembers stores the distinct ids of the given persons (every id a
-// person given by integer id or uuid has, and each distinct id given that
-// a live person owns) as members of the cohort. Unknown ids are ignored;
-// none known is a 400. It returns the number of distinct ids stored.
-func (s *Service) addMembers(ctx context.Context, projectID, cohortID uint64, in Input, max int) (int, error) {
-	field := "person_ids"
-	if len(in.PersonIDs) == 0 {
-		field = "distinct_ids"
-	}
-	if len(in.PersonIDs)+len(in.DistinctIDs) > max {
-		return 0, invalid(field, "At most %d persons can be added at once.", max)
-	}
-	var ints []uint64
-	var uuids []uuid.UUID
-	for _, id := range in.PersonIDs {
-		if n, err := strconv.ParseUint(id, 10, 64); err == nil {
-			ints = append(ints, n)
-		} else if u, err := uuid.Parse(id); err == nil {
-			uuids = append(uuids, u)
-		} else {
-			return 0, invalid("person_ids", "A person is identified by its integer id or its uuid, not %q.", id)
-		}
-	}
-	ctx = readCtx(ctx)
-	type member struct {
-		distinctID string
-		personID   uint64
-	}
-	var members []member
-	if len(ints)+len(uuids) > 0 {
-		var conds []string
-		var args = []any{projectID}
-		if len(ints) > 0 {
-			conds, args = append(conds, "id IN ?"), append(args, groupSet(ints))
-		}
-		if len(uuids) > 0 {
-			conds, args = append(conds, "uuid IN ?"), append(args, groupSet(uuids))
-		}
-		rows, err := s.conn.Query(ctx, "SELECT id, distinct_ids FROM persons FINAL WHERE project_id = ? AND is_deleted = 0 AND ("+strings.Join(conds, " OR ")+")", args...)
-		if err != nil {
-			return 0, fmt.Errorf("cohort: find persons: %w", err)
-		}
-		for rows.Next() {
-			var id uint64
-			var ids []string
-			if err := rows.Scan(&id, &ids); err != nil {
-				rows.Close()
-				return 0, err
-			}
-			for _, d := range ids {
-				members = append(members, member{d, id})
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return 0, err
-		}
-	}
-	if len(in.DistinctIDs) > 0 {
-		rows, err := s.conn.Query(ctx, "SELECT distinct_id, person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id IN ? AND is_deleted = 0",
-			projectID, groupSet(in.DistinctIDs))
-		if err != nil {
-			return 0, fmt.Errorf("cohort: find distinct ids: %w", err)
-		}
-		for rows.Next() {
-			var m member
-			if err := rows.Scan(&m.distinctID, &m.personID); err != nil {
-				rows.Close()
-				return 0, err
-			}
-			members = append(members, m)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return 0, err
-		}
-	}
-	if len(members) == 0 {
-		return 0, invalid(field, "None of the given persons exists.")
-	}
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO cohort_people (project_id, cohort_id, distinct_id, person_id, is_deleted, version)")
-	if err != nil {
-		return 0, fmt.Errorf("cohort: add members: %w", err)
-	}
-	version := uint64(s.now().UnixNano())
-	for _, m := range members {
-		if err := batch.Append(projectID, cohortID, m.distinctID, m.personID, uint8(0), version); err != nil {
-			_ = batch.Abort()
-			return 0, fmt.Errorf("cohort: add members: %w", err)
-		}
-	}
-	if err := batch.Send(); err != nil {
-		return 0, fmt.Errorf("cohort: add members: %w", err)
-	}
-	return len(members), nil
 }

@@ -32,6 +32,13 @@ const (
 	// (POST /persons/reset_person_distinct_id/). The owner keeps its other
 	// ids; an id that is its owner's only one stays attached.
 	ResetPersonDistinctID = "$reset_person_distinct_id"
+	// AddToStaticCohort makes each distinct id in PropCohortDistinctIDs
+	// that a live person owns at this point of the log a member of static
+	// cohort PropCohortID (docs/cohorts.md).
+	AddToStaticCohort = "$add_to_static_cohort"
+	// RemoveFromStaticCohort ends the membership of each distinct id in
+	// PropCohortDistinctIDs in static cohort PropCohortID.
+	RemoveFromStaticCohort = "$remove_from_static_cohort"
 )
 
 // Properties of command events.
@@ -43,11 +50,20 @@ const (
 	PropDeleteEvents = "$delete_events"
 	PropSplitIDs     = "$split_distinct_ids"
 	PropSplitMainID  = "$main_distinct_id"
+	// PropCohortID and PropCohortDistinctIDs are the cohort and the
+	// member distinct ids of the static cohort commands.
+	PropCohortID          = "$cohort_id"
+	PropCohortDistinctIDs = "$cohort_distinct_ids"
 )
 
 // MaxSplitPerEvent is the most distinct ids one $split_person moves; the
 // API splits a person with more ids in several events.
 const MaxSplitPerEvent = 256
+
+// MaxCohortIDsPerEvent is the most distinct ids one static cohort command
+// names (well under the envelope's size limit at the longest distinct
+// ids); the API sends a longer list in several commands.
+const MaxCohortIDsPerEvent = 1000
 
 // Actor is who made a change through the API: PropActor's value.
 type Actor struct {
@@ -57,13 +73,13 @@ type Actor struct {
 }
 
 // ReservedEvents are the command names: only the API may publish them.
-var ReservedEvents = []string{DeletePerson, DeletePersonEvents, SplitPerson, ResetPersonDistinctID}
+var ReservedEvents = []string{DeletePerson, DeletePersonEvents, SplitPerson, ResetPersonDistinctID, AddToStaticCohort, RemoveFromStaticCohort}
 
 // ReservedProperties are the properties only commands may carry. They mean
 // nothing on an ordinary event except PropActor, which would write the
 // activity log in a key's name; all of them are refused outside commands
 // so that an event in the log that carries one was made by the API.
-var ReservedProperties = []string{PropActor, PropPersonID, PropDeleteEvents, PropSplitIDs, PropSplitMainID}
+var ReservedProperties = []string{PropActor, PropPersonID, PropDeleteEvents, PropSplitIDs, PropSplitMainID, PropCohortID, PropCohortDistinctIDs}
 
 // ReservedEvent reports whether name is a command name.
 func ReservedEvent(name string) bool { return slices.Contains(ReservedEvents, name) }

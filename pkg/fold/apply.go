@@ -41,6 +41,8 @@ func (f *Folder) Apply(ctx context.Context, in Input) (Resolved, error) {
 		return f.splitPerson(ctx, in)
 	case event.ResetPersonDistinctID:
 		return f.resetDistinctID(ctx, in)
+	case event.AddToStaticCohort, event.RemoveFromStaticCohort:
+		return Resolved{}, f.cohortMembers(ctx, in)
 	}
 	other, dangerous := mergeSource(ev)
 	if other != "" && other != ev.DistinctID && !person.IllegalDistinctID(other) && !person.IllegalDistinctID(ev.DistinctID) {

@@ -51,6 +51,7 @@ type Folder struct {
 	warnings  []Warning
 	activity  []activity.Entry
 	deletions []DeletionRequest
+	members   []CohortMember
 	// MaxCached bounds the number of clean persons kept after a Flush;
 	// zero means no bound.
 	MaxCached int
@@ -76,7 +77,7 @@ func (f *Folder) Reset() {
 	f.dids = map[didKey]*didState{}
 	f.absent = map[personKey]bool{}
 	f.changedPersons, f.changedDIDs = nil, nil
-	f.warnings, f.activity, f.deletions = nil, nil, nil
+	f.warnings, f.activity, f.deletions, f.members = nil, nil, nil, nil
 }
 
 // Cached reports how many persons and distinct ids are held in memory.
@@ -113,6 +114,14 @@ func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
 	for k := range touched {
 		if _, ok := f.dids[k]; !ok {
 			missing[k.project] = append(missing[k.project], k.id)
+		}
+	}
+	// Cohort commands read only the distinct ids' rows, not their persons.
+	for _, in := range inputs {
+		for _, d := range cohortIDs(in.Event) {
+			if _, ok := f.dids[didKey{in.ProjectID, d}]; !ok {
+				missing[in.ProjectID] = append(missing[in.ProjectID], d)
+			}
 		}
 	}
 	for project, list := range missing {
@@ -234,6 +243,7 @@ func (f *Folder) Flush() Batch {
 	b.Warnings, f.warnings = f.warnings, nil
 	b.Activity, f.activity = f.activity, nil
 	b.DeletionRequests, f.deletions = f.deletions, nil
+	b.CohortMembers, f.members = f.members, nil
 	clear(f.absent)
 	f.evict()
 	return b

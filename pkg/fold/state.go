@@ -121,6 +121,9 @@ type Batch struct {
 	Warnings         []Warning
 	Activity         []activity.Entry
 	DeletionRequests []DeletionRequest
+	// CohortMembers are the static cohort membership changes
+	// (cohorts.go), in log order.
+	CohortMembers []CohortMember
 }
 
 // DeletionRequest asks for the events of a person (deleted, or kept with

@@ -208,6 +208,8 @@ func (a *API) routes() []route {
 		add("PATCH", c+"{id}/", cw, cohortBody, a.patchCohort)
 		add("DELETE", c+"{id}/", cw, 0, a.deleteCohort)
 		add("PATCH", c+"{id}/add_persons_to_static_cohort/", cw, cohortBody, a.addPersonsToCohort)
+		add("PATCH", c+"{id}/remove_person_from_static_cohort/", cw, cohortBody, a.removePersonFromCohort)
+		add("GET", c+"{id}/persons/", []string{"cohort:read", "person:read"}, 0, a.cohortPersons).Stream = true
 	}
 	if a.actions != nil {
 		// Actions (actions.go, docs/cohorts.md).

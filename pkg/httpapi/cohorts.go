@@ -112,7 +112,13 @@ func (a *API) createCohort(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v, err := a.cohorts.Create(r.Context(), proj.ID, in)
+	v, err := a.cohorts.Create(r.Context(), a.cohortLog(), proj.ID, in)
+	if errors.Is(err, cohort.ErrPending) {
+		// The cohort exists and its members are in the log: the client
+		// needs its id, so the answer is the cohort, 202 (count partial).
+		writeJSON(w, http.StatusAccepted, toCohortJSON(v))
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -219,7 +225,9 @@ func (a *API) patchCohort(w http.ResponseWriter, r *http.Request) error {
 // addPersonsToCohort serves PATCH .../cohorts/{id}/add_persons_to_static_cohort/
 // with {"person_ids": [...]} and/or {"distinct_ids": [...]}.
 func (a *API) addPersonsToCohort(w http.ResponseWriter, r *http.Request) error {
-	return a.changeCohort(w, r, a.cohorts.AddMembers)
+	return a.changeCohort(w, r, func(ctx context.Context, project, id uint64, in cohort.Input) (cohort.View, error) {
+		return a.cohorts.AddMembers(ctx, a.cohortLog(), project, id, in)
+	})
 }
 
 type cohortChange func(ctx context.Context, project, id uint64, in cohort.Input) (cohort.View, error)

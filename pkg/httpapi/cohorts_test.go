@@ -32,13 +32,14 @@ func enableCohorts(t *testing.T, api *API, js jetstream.JetStream, store *chstor
 	if err != nil {
 		t.Fatal(err)
 	}
-	cohorts, err := cohort.Open(context.Background(), js, store.Conn())
+	insights := insight.New(store.Conn(), actions)
+	cohorts, err := cohort.Open(context.Background(), js, store.Conn(), insights)
 	if err != nil {
 		t.Fatal(err)
 	}
 	api.SetActions(actions)
 	api.SetCohorts(cohorts)
-	api.SetInsights(insight.New(store.Conn(), actions))
+	api.SetInsights(insights)
 }
 
 // refPerson is the reference model of a person: what the generated

@@ -106,6 +106,8 @@ func toAPIError(ctx context.Context, err error) (*Error, bool) {
 	case errors.Is(err, csvexport.ErrTooManyColumns):
 		return invalid("format", "The CSV export has too many columns (at most "+strconv.Itoa(csvexport.DefaultMaxColumns)+
 			", the union of the rows' properties); narrow it with a properties filter or use format=json."), false
+	case errors.Is(err, cohort.ErrPending):
+		return errPending, false
 	case errors.Is(err, chstore.ErrNotFound), errors.Is(err, action.ErrNotFound), errors.Is(err, cohort.ErrNotFound):
 		return errNotFound, false
 	case errors.As(err, &fieldErr):

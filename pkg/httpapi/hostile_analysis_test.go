@@ -234,6 +234,8 @@ func TestHostileAnalysis(t *testing.T) {
 		send("PATCH action "+id, "PATCH", "actions/"+id+"/", `{"name":"x"}`)
 		send("GET cohort "+id, "GET", "cohorts/"+id+"/", "")
 		send("PATCH cohort add "+id, "PATCH", "cohorts/"+id+"/add_persons_to_static_cohort/", `{"distinct_ids":["h1"]}`)
+		send("PATCH cohort remove "+id, "PATCH", "cohorts/"+id+"/remove_person_from_static_cohort/", `{"person_id":1}`)
+		send("GET cohort persons "+id, "GET", "cohorts/"+id+"/persons/", "")
 	}
 
 	// Cohorts: filters of every JSON type, deep nesting, unknown operators.
@@ -260,6 +262,11 @@ func TestHostileAnalysis(t *testing.T) {
 		`{"type":"AND","values":[{"type":"behavioral","key":"$pageview","value":"performed_event","time_value":1e308,"time_interval":"century"}]}`,
 		`{"type":"AND","values":[{"type":"behavioral","key":"$pageview","value":"performed_event_multiple","operator_value":-1,"time_value":1,"time_interval":"minute"}]}`,
 		`{"type":"AND","values":[{"type":"behavioral","key":"$pageview","value":"bogus"}]}`,
+		`{"type":"AND","values":[{"type":"behavioral","key":"$pageview","value":"performed_event_multiple","operator":{"a":1},"operator_value":[1],"time_value":1,"time_interval":"day"}]}`,
+		`{"type":"AND","values":[{"type":"behavioral","key":"$pageview","value":"performed_event_multiple","operator":"gte","operator_value":1e308,"time_value":1,"time_interval":"day"}]}`,
+		`{"type":"AND","values":[{"type":"behavioral","key":1e308,"value":"performed_event","event_type":"actions","time_value":1,"time_interval":"day"}]}`,
+		`{"type":"AND","values":[{"type":"behavioral","key":-1,"value":"performed_event_multiple","event_type":"actions","operator":"lte","operator_value":2,"time_value":1,"time_interval":"day"}]}`,
+		`{"type":"AND","values":[{"type":"behavioral","key":{"id":1},"value":"performed_event","event_type":["actions"],"time_value":1,"time_interval":"day"}]}`,
 		`{"type":"AND","values":[{"type":"behavioral","key":null,"value":"performed_event","time_value":"x"}]}`,
 		`{"type":"AND","values":[{"type":"cohort","key":"id","value":9223372036854775808}]}`,
 		`{"type":"AND","values":[{"type":"cohort","key":"id","value":-1}]}`,
@@ -284,7 +291,14 @@ func TestHostileAnalysis(t *testing.T) {
 			send(fmt.Sprintf("PATCH add %s=%.60s", field, v), "PATCH", fmt.Sprintf("cohorts/%v/add_persons_to_static_cohort/", sid), fmt.Sprintf(`{%q:%s}`, field, v))
 		}
 	}
+	for _, v := range append(hostileTypes, `9223372036854775808`, `-1`, `1e308`, `"`+strings.Repeat("x", 100_000)+`"`, `"a\u0000b"`) {
+		send(fmt.Sprintf("PATCH remove person_id=%.60s", v), "PATCH", fmt.Sprintf("cohorts/%v/remove_person_from_static_cohort/", sid), fmt.Sprintf(`{"person_id":%s}`, v))
+	}
+	for _, q := range []string{"limit=0", "limit=-1", "limit=99999999999999999999", "offset=-5", "offset=1e3", "format=xml", "format=csv&limit=1"} {
+		send("GET cohort persons "+q, "GET", fmt.Sprintf("cohorts/%v/persons/?%s", sid, q), "")
+	}
 	for _, raw := range []string{``, `{`, `[]`, `null`, "\x00"} {
+		send(fmt.Sprintf("PATCH remove body %q", raw), "PATCH", fmt.Sprintf("cohorts/%v/remove_person_from_static_cohort/", sid), raw)
 		send(fmt.Sprintf("PATCH add body %q", raw), "PATCH", fmt.Sprintf("cohorts/%v/add_persons_to_static_cohort/", sid), raw)
 		send(fmt.Sprintf("PATCH cohort body %q", raw), "PATCH", fmt.Sprintf("cohorts/%v/", sid), raw)
 		send(fmt.Sprintf("POST cohort body %q", raw), "POST", "cohorts/", raw)

@@ -58,7 +58,13 @@ type change struct {
 // key that made it, and returns the last one's stream sequence. A failure
 // before the first acknowledgement changed nothing.
 func (a *API) publish(r *http.Request, projectID uint64, changes ...change) (uint64, error) {
-	key := keyFrom(r.Context())
+	return a.publishAs(r.Context(), projectID, changes...)
+}
+
+// publishAs is publish for the key in ctx (cohort membership records it
+// through cohort.Log, which knows no request).
+func (a *API) publishAs(rctx context.Context, projectID uint64, changes ...change) (uint64, error) {
+	key := keyFrom(rctx)
 	var last uint64
 	for i, c := range changes {
 		props := map[string]any{event.PropActor: event.Actor{KeyID: key.ID, KeyLabel: key.Label, OrganizationID: key.OrganizationID}}
@@ -80,7 +86,7 @@ func (a *API) publish(r *http.Request, projectID uint64, changes ...change) (uin
 		if err != nil {
 			return 0, err
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(rctx, 5*time.Second)
 		ack, err := stream.PublishCommand(ctx, a.writes.JS, projectID, id.String(), data)
 		cancel()
 		if err != nil {
@@ -105,7 +111,11 @@ var errPending = &Error{Status: http.StatusAccepted, Type: "pending", Code: "not
 
 // waitFolded waits until the ingester has committed seq.
 func (a *API) waitFolded(r *http.Request, seq uint64) error {
-	err := a.writes.Progress.Wait(r.Context(), seq, a.writes.Wait)
+	return a.awaitFolded(r.Context(), seq)
+}
+
+func (a *API) awaitFolded(ctx context.Context, seq uint64) error {
+	err := a.writes.Progress.Wait(ctx, seq, a.writes.Wait)
 	if errors.Is(err, progress.ErrTimeout) {
 		return errPending
 	}

@@ -56,6 +56,17 @@ func (a *API) listPersons(w http.ResponseWriter, r *http.Request) error {
 		ProjectID: proj.ID, DistinctID: q.Get("distinct_id"), Email: q.Get("email"),
 		Search: q.Get("search"), Properties: filter, Limit: win.Limit, Offset: win.Offset,
 	}
+	return a.queryPersons(w, r, query, win, csv, func(results []person.Person, total uint64) {
+		next, prev := a.pageLinks(r, win, total)
+		writeJSON(w, http.StatusOK, envelope{Count: total, Next: next, Previous: prev, Results: results})
+	})
+}
+
+// queryPersons answers a persons query: as CSV (every match when no limit
+// was given), or as a page of persons JSON that answer renders with the
+// total number of matches.
+func (a *API) queryPersons(w http.ResponseWriter, r *http.Request, query chstore.ListQuery, win window, csv bool,
+	answer func(results []person.Person, total uint64)) error {
 	if csv {
 		if !win.HasLimit {
 			// An export without a limit streams every match.
@@ -71,8 +82,7 @@ func (a *API) listPersons(w http.ResponseWriter, r *http.Request) error {
 	for i, p := range list {
 		results[i] = personJSON(p)
 	}
-	next, prev := a.pageLinks(r, win, total)
-	writeJSON(w, http.StatusOK, envelope{Count: total, Next: next, Previous: prev, Results: results})
+	answer(results, total)
 	return nil
 }
 

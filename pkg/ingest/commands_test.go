@@ -33,9 +33,11 @@ func TestForgedCommandsAreDeadLettered(t *testing.T) {
 		{Body: `{"event":"e","distinct_id":"a","$set":{"x":3},"properties":{"$person_id":2}}`},
 		// 8: the API's own command, on its subject.
 		{Body: `{"event":"$delete_person","distinct_id":"b","properties":{"$person_id":2,"$delete_events":true,` + actor + `}}`, Command: true},
+		// 9: static cohort membership is the API's too.
+		{Body: `{"event":"$add_to_static_cohort","distinct_id":"a","properties":{"$cohort_id":1,"$cohort_distinct_ids":["a"]}}`},
 	})
 	store := testenv.ClickHouse(t)
-	runUntil(t, testConfig("ingester"), n.JS, store, 8)
+	runUntil(t, testConfig("ingester"), n.JS, store, 9)
 
 	ctx := context.Background()
 	p, err := store.GetPerson(ctx, 7, 1)
@@ -48,16 +50,17 @@ func TestForgedCommandsAreDeadLettered(t *testing.T) {
 	if _, err := store.GetPerson(ctx, 7, 2); !errors.Is(err, chstore.ErrNotFound) {
 		t.Fatal("the command from commands.7 was not obeyed: person 2 still exists")
 	}
-	var requests, activity, events uint64
+	var requests, activity, events, members uint64
 	row := store.Conn().QueryRow(ctx, `SELECT
+		(SELECT count() FROM cohort_people FINAL WHERE project_id = 7),
 		(SELECT count() FROM person_deletion_requests FINAL WHERE project_id = 7 AND person_id = 1),
 		(SELECT count() FROM activity_log FINAL WHERE project_id = 7 AND item_id = '1'),
 		(SELECT count() FROM events FINAL WHERE project_id = 7)`)
-	if err := row.Scan(&requests, &activity, &events); err != nil {
+	if err := row.Scan(&members, &requests, &activity, &events); err != nil {
 		t.Fatal(err)
 	}
-	if requests != 0 || activity != 0 || events != 3 {
-		t.Fatalf("forged commands left traces: %d deletion requests, %d activity entries of person 1; %d events stored, want 3", requests, activity, events)
+	if members != 0 || requests != 0 || activity != 0 || events != 3 {
+		t.Fatalf("forged commands left traces: %d cohort members, %d deletion requests, %d activity entries of person 1; %d events stored, want 3", members, requests, activity, events)
 	}
 
 	dlq, err := n.JS.Stream(ctx, stream.DeadLetter)
@@ -67,7 +70,7 @@ func TestForgedCommandsAreDeadLettered(t *testing.T) {
 	want := map[string]string{
 		"3": "event name $delete_person is reserved", "4": "event name $split_person is reserved",
 		"5": "event name $delete_person_events is reserved", "6": "property $actor is reserved",
-		"7": "property $person_id is reserved",
+		"7": "property $person_id is reserved", "9": "event name $add_to_static_cohort is reserved",
 	}
 	for i := uint64(1); i <= uint64(len(want)); i++ {
 		msg, err := dlq.GetMsg(ctx, i)
@@ -85,7 +88,7 @@ func TestForgedCommandsAreDeadLettered(t *testing.T) {
 	legacy := testenv.ClickHouse(t)
 	cfg := testConfig("legacy")
 	cfg.LegacyCommandsUntil = 3
-	runUntil(t, cfg, n.JS, legacy, 8)
+	runUntil(t, cfg, n.JS, legacy, 9)
 	if _, err := legacy.GetPerson(ctx, 7, 1); !errors.Is(err, chstore.ErrNotFound) {
 		t.Fatal("a legacy command at or below LegacyCommandsUntil was not obeyed")
 	}

@@ -22,6 +22,8 @@ import (
 type model struct {
 	persons map[uint64]*modelPerson
 	owner   map[string]uint64 // distinct id -> person (0: none)
+	// members of static cohorts: "cohort distinct_id" -> owner when added.
+	members map[string]uint64
 }
 
 type modelPerson struct {
@@ -31,7 +33,7 @@ type modelPerson struct {
 }
 
 func newModel() *model {
-	return &model{persons: map[uint64]*modelPerson{}, owner: map[string]uint64{}}
+	return &model{persons: map[uint64]*modelPerson{}, owner: map[string]uint64{}, members: map[string]uint64{}}
 }
 
 func (m *model) apply(seq uint64, ev event.Event) {
@@ -58,6 +60,17 @@ func (m *model) apply(seq uint64, ev event.Event) {
 		}
 	}
 	switch ev.Event {
+	case "$add_to_static_cohort", "$remove_from_static_cohort":
+		cohort := ev.Properties["$cohort_id"].(json.Number).String()
+		for _, raw := range ev.Properties["$cohort_distinct_ids"].([]any) {
+			key := cohort + " " + raw.(string)
+			if ev.Event == "$remove_from_static_cohort" {
+				delete(m.members, key)
+			} else if owner := m.owner[raw.(string)]; owner != 0 {
+				m.members[key] = owner
+			}
+		}
+		return
 	case "$delete_person":
 		id, _ := ev.Properties["$person_id"].(json.Number).Int64()
 		if p := m.persons[uint64(id)]; p != nil {
@@ -194,5 +207,30 @@ func TestIngesterMatchesTheNaiveModel(t *testing.T) {
 	}
 	if len(want) < 20 {
 		t.Fatalf("workload too small to mean much: %d persons", len(want))
+	}
+
+	// Static cohort members: each with the owner it had when added.
+	var members []string
+	rows, err := store.Conn().Query(context.Background(), "SELECT toString(cohort_id), distinct_id, person_id FROM cohort_people FINAL WHERE project_id = 5 AND is_deleted = 0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var cohort, d string
+		var owner uint64
+		if err := rows.Scan(&cohort, &d, &owner); err != nil {
+			t.Fatal(err)
+		}
+		members = append(members, fmt.Sprintf("%s %s %d", cohort, d, owner))
+	}
+	rows.Close()
+	var wantMembers []string
+	for k, owner := range m.members {
+		wantMembers = append(wantMembers, fmt.Sprintf("%s %d", k, owner))
+	}
+	sort.Strings(members)
+	sort.Strings(wantMembers)
+	if !reflect.DeepEqual(members, wantMembers) || len(wantMembers) < 10 {
+		t.Fatalf("static cohort members differ (%d vs %d):\n%s", len(members), len(wantMembers), testenv.FirstDiff(strings.Join(members, "\n"), strings.Join(wantMembers, "\n")))
 	}
 }

@@ -15,7 +15,7 @@ import (
 // partialStore fails about one WriteBatch in three the way a ClickHouse
 // killed mid-write does: the stages before a random one land, and of that
 // stage a random part: each of its concurrent inserts (events, activity,
-// deletion requests; distinct ids, warnings) lands or not, and a persons
+// deletion requests, cohort members; distinct ids, warnings) lands or not, and a persons
 // or distinct ids insert lands for some projects only (a table
 // partitioned by project gets one part per project, each atomic on its
 // own). The ingester retries in the same process.
@@ -48,10 +48,13 @@ func (s *partialStore) WriteBatch(ctx context.Context, events []chstore.EventRow
 		if some() {
 			stage1.DeletionRequests = b.DeletionRequests
 		}
+		if some() {
+			stage1.CohortMembers = b.CohortMembers
+		}
 		_ = s.Store.WriteRows(ctx, ev, stage1)
 		return errors.New("injected failure in the first stage")
 	} else {
-		stage1 = fold.Batch{Activity: b.Activity, DeletionRequests: b.DeletionRequests, Persons: b.Persons}
+		stage1 = fold.Batch{Activity: b.Activity, DeletionRequests: b.DeletionRequests, CohortMembers: b.CohortMembers, Persons: b.Persons}
 		if stage == 1 {
 			stage1.Persons = nil
 			for _, p := range b.Persons {

@@ -53,7 +53,8 @@ func DeletePerson(personID uint64) Message {
 // distinct ids, so merges, chains, refused merges and illegal ids all
 // happen: creations, $set, $set_once, $unset, $identify, $create_alias,
 // $merge_dangerously, and the API's commands ($delete_person_property,
-// $delete_person, $delete_person_events, $split_person).
+// $delete_person, $delete_person_events, $split_person, and the static
+// cohort membership commands over cohorts 1 to 3).
 func Workload(seed int64, n, ids int) []Message {
 	r := rand.New(rand.NewSource(seed))
 	id := func() string {
@@ -65,7 +66,7 @@ func Workload(seed int64, n, ids int) []Message {
 	plain := func(format string, args ...any) Message { return Message{Body: fmt.Sprintf(format, args...)} }
 	out := make([]Message, 0, n)
 	for i := 0; i < n; i++ {
-		switch k := r.Intn(15); {
+		switch k := r.Intn(17); {
 		case k == 12 && i > 0:
 			// Person ids are stream sequences: name a person that may
 			// or may not exist (then the event changes nothing).
@@ -74,6 +75,12 @@ func Workload(seed int64, n, ids int) []Message {
 			out = append(out, command(event.SplitPerson, "api", map[string]any{event.PropPersonID: 1 + r.Intn(i), event.PropSplitIDs: []string{id(), id()}}, nil, nil))
 		case k == 14 && i > 0:
 			out = append(out, command(event.DeletePersonEvents, "api", map[string]any{event.PropPersonID: 1 + r.Intn(i)}, nil, nil))
+		case k >= 15:
+			name := event.AddToStaticCohort
+			if k == 16 {
+				name = event.RemoveFromStaticCohort
+			}
+			out = append(out, command(name, "api", map[string]any{event.PropCohortID: 1 + r.Intn(3), event.PropCohortDistinctIDs: []string{id(), id(), id()}}, nil, nil))
 		case k < 4:
 			out = append(out, plain(`{"event":"e","distinct_id":%q,"$set":{"k%d":%d}}`, id(), r.Intn(6), r.Intn(4)))
 		case k < 5:
@@ -119,6 +126,7 @@ func Snapshot(t testing.TB, store *chstore.Store) string {
 		"SELECT project_id, seq, type, details FROM ingestion_warnings FINAL ORDER BY project_id, seq, type",
 		"SELECT id, organization_id, project_id, scope, item_id, activity, detail, user_key_id, created_at FROM activity_log FINAL ORDER BY id",
 		"SELECT project_id, person_id, person_uuid, request_seq, status, requested_at FROM person_deletion_requests FINAL ORDER BY project_id, person_id",
+		"SELECT project_id, cohort_id, distinct_id, person_id, is_deleted, version FROM cohort_people FINAL ORDER BY project_id, cohort_id, distinct_id",
 		"SELECT count() FROM (SELECT uuid FROM events FINAL GROUP BY uuid HAVING count() > 1)",
 	}
 	var b strings.Builder

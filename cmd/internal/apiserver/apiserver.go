@@ -85,12 +85,14 @@ func Build(ctx context.Context, d Deps) (api *httpapi.API, ready func(context.Co
 		return nil, nil, nil, err
 	}
 	api.SetActions(actions)
-	cohorts, err := cohort.Open(ctx, d.JS, d.Store.Conn())
+	insights := insight.New(d.Store.Conn(), actions)
+	// Behavioural cohort filters on actions resolve them as analysis does.
+	cohorts, err := cohort.Open(ctx, d.JS, d.Store.Conn(), insights)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	api.SetCohorts(cohorts)
-	api.SetInsights(insight.New(d.Store.Conn(), actions))
+	api.SetInsights(insights)
 	// Capture for the client libraries (docs/capture.md), publishing on
 	// the same NATS connection.
 	publisher, err := capture.NewPublisher(capture.Config{}, d.JS, d.Keys, d.Log.With("component", "capture"), d.Reg)
