@@ -50,17 +50,7 @@ func (fn *Funnel) parseBreakdown(q url.Values, f *Filter) error {
 			return invalidf("breakdown", "breakdown must be a property name or a JSON array of names.")
 		}
 	}
-	var v any
-	if err := json.Unmarshal([]byte(raw[0]), &v); err != nil {
-		v = raw[0]
-	}
-	list, isList := v.([]any)
-	if !isList {
-		list = []any{v}
-	}
-	for _, x := range list {
-		fn.BreakdownValue = append(fn.BreakdownValue, valueText(x))
-	}
+	fn.BreakdownValue = valuesOf(raw[0])
 	if len(fn.BreakdownValue) != len(fn.Breakdown) {
 		return invalidf("funnel_step_breakdown", "funnel_step_breakdown needs one value per breakdown property (%d).", len(fn.Breakdown))
 	}
@@ -137,6 +127,24 @@ func cohortID(v any) (uint64, bool) {
 	}
 	n, err := strconv.ParseUint(s, 10, 64)
 	return n, err == nil
+}
+
+// valuesOf reads a bucket's values: a JSON array, or one value (JSON when
+// it decodes, else the text itself).
+func valuesOf(raw string) []string {
+	var v any
+	if err := json.Unmarshal([]byte(raw), &v); err != nil {
+		v = raw
+	}
+	list, isList := v.([]any)
+	if !isList {
+		list = []any{v}
+	}
+	out := make([]string, len(list))
+	for i, x := range list {
+		out[i] = valueText(x)
+	}
+	return out
 }
 
 // valueText renders a breakdown value as the event arrays hold values:
