@@ -233,12 +233,11 @@ func (fq *funnelQuery) bucket(s *sqlText) {
 		return
 	}
 	steps := bit(len(fn.Steps)) - 1
-	switch fn.Attribution {
-	case AllEvents:
+	if fn.Attribution == AllEvents || fn.Attribution == StepTouch {
+		if fn.Attribution == StepTouch {
+			steps = bit(fn.AttributionStep)
+		}
 		s.add("arrayMap(x -> x.5, arrayFilter(x -> bitAnd(x.4, toUInt64(?)) != 0, A))[1]", steps)
-		return
-	case StepTouch:
-		s.add("arrayMap(x -> x.5, arrayFilter(x -> bitAnd(x.4, toUInt64(?)) != 0, A))[1]", bit(fn.AttributionStep))
 		return
 	}
 	idx := "1"
