@@ -115,11 +115,7 @@ func TestFunnelGenerated(t *testing.T) {
 		id := fmt.Sprintf("g%02d", i)
 		used := map[int]bool{}
 		for range 3 + rng.Intn(7) {
-			sec := rng.Intn(6 * 86400)
-			for used[sec] {
-				sec = rng.Intn(6 * 86400)
-			}
-			used[sec] = true
+			sec := uniqueSecond(rng, used, 6*86400)
 			x := ev{name: names[rng.Intn(len(names))], distinctID: id, at: base.Add(time.Duration(sec) * time.Second)}
 			evs = append(evs, x)
 			byPerson[id] = append(byPerson[id], refEvent{x.name, x.at})
@@ -285,6 +281,16 @@ func TestFunnelGenerated(t *testing.T) {
 	}
 }
 
+// uniqueSecond draws a second in [0, span) not drawn before for used.
+func uniqueSecond(rng *rand.Rand, used map[int]bool, span int) int {
+	sec := rng.Intn(span)
+	for used[sec] {
+		sec = rng.Intn(span)
+	}
+	used[sec] = true
+	return sec
+}
+
 // inRange is a person's events in [from, to), by time.
 func inRange(all []refEvent, from, to time.Time) []refEvent {
 	var in []refEvent
@@ -323,11 +329,12 @@ func TestFunnelInvalid(t *testing.T) {
 		"funnel/?events=" + two + "&funnel_step=1&funnel_order_type=any":                                                                                          "funnel_order_type",
 		"funnel/?events=" + two + "&funnel_step=1&funnel_window_days=0":                                                                                           "funnel_window_days",
 		"funnel/?events=" + two + "&funnel_step=1&funnel_window_interval_unit=year":                                                                               "funnel_window_interval_unit",
-		"funnel/?events=" + two + "&funnel_step=1&funnel_viz_type=time_to_convert":                                                                                "funnel_viz_type",
+		"funnel/?events=" + two + "&funnel_step=1&funnel_viz_type=histogram":                                                                                      "funnel_viz_type",
 		"funnel/?events=" + two + "&funnel_step=1&exclusions=" + url.QueryEscape(`[{"id":"x"}]`):                                                                  "exclusions",
 		"funnel/?events=" + two + "&funnel_step=1&exclusions=" + url.QueryEscape(`[{"id":"a","funnel_from_step":0,"funnel_to_step":1}]`):                          "exclusions",
 		"funnel/?events=" + two + "&funnel_step=1&exclusions=" + url.QueryEscape(`[{"id":"x","funnel_from_step":1,"funnel_to_step":1}]`):                          "exclusions",
-		"funnel/?events=" + two + "&funnel_step=1&breakdown=b&funnel_step_breakdown=1&breakdown_attribution_type=step":                                            "breakdown_attribution_type",
+		"funnel/?events=" + two + "&funnel_step=1&breakdown=b&funnel_step_breakdown=1&breakdown_attribution_type=any":                                             "breakdown_attribution_type",
+		"funnel/?events=" + two + "&funnel_step=1&breakdown=b&funnel_step_breakdown=1&breakdown_attribution_type=step&breakdown_attribution_value=2":              "breakdown_attribution_value",
 		"funnel/?events=" + two + "&funnel_step=1&date_from=nope":                                                                                                 "date_from",
 		"funnel/correlation/?events=" + two + "&funnel_correlation_person_limit=0":                                                                                "funnel_correlation_person_limit",
 		"funnel/correlation/?events=" + two + "&funnel_correlation_person_offset=x":                                                                               "funnel_correlation_person_offset",

@@ -113,6 +113,19 @@ func TestActorsWorkedRetention(t *testing.T) {
 	}
 }
 
+// zone sets the project's time zone and returns it.
+func (e *env) zone(name string) *time.Location {
+	e.t.Helper()
+	if r := e.send("PATCH", e.keyAll, fmt.Sprintf("/api/projects/%d/", e.projectA.ID), fmt.Sprintf(`{"timezone":%q}`, name)); r.status != 200 {
+		e.t.Fatalf("timezone: %d %s", r.status, r.body)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return loc
+}
+
 func ones(a []int) (n int) {
 	for _, x := range a {
 		n += x
@@ -126,10 +139,7 @@ func ones(a []int) (n int) {
 // is one person and a deleted person is absent.
 func TestActorsRetentionGenerated(t *testing.T) {
 	e := newEnv(t)
-	if r := e.send("PATCH", e.keyAll, fmt.Sprintf("/api/projects/%d/", e.projectA.ID), `{"timezone":"Europe/Berlin"}`); r.status != 200 {
-		t.Fatalf("timezone: %d %s", r.status, r.body)
-	}
-	berlin, _ := time.LoadLocation("Europe/Berlin")
+	berlin := e.zone("Europe/Berlin")
 	rng := rand.New(rand.NewSource(7))
 	start := time.Date(2021, 1, 4, 0, 0, 0, 0, berlin) // a Monday
 	var evs []ev
@@ -176,10 +186,7 @@ func TestActorsRetentionGenerated(t *testing.T) {
 // events either side of local midnight, against the same reference.
 func TestActorsRetentionHourDay(t *testing.T) {
 	e := newEnv(t)
-	if r := e.send("PATCH", e.keyAll, fmt.Sprintf("/api/projects/%d/", e.projectA.ID), `{"timezone":"Europe/Berlin"}`); r.status != 200 {
-		t.Fatalf("timezone: %d %s", r.status, r.body)
-	}
-	berlin, _ := time.LoadLocation("Europe/Berlin")
+	berlin := e.zone("Europe/Berlin")
 	rng := rand.New(rand.NewSource(3))
 	start := time.Date(2021, 3, 26, 20, 0, 0, 0, berlin)
 	var evs []ev

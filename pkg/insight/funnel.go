@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"reflect"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -33,12 +32,16 @@ type Funnel struct {
 	Select []int
 	// Trends: the levels are those of the attempts of one entrance period.
 	Trends *FunnelTrends
-	// Breakdown: the person's bucket (first or last touch) must equal
-	// BreakdownValue, one value per breakdown property.
-	Breakdown      []string
-	BreakdownType  string
-	LastTouch      bool
-	BreakdownValue []string
+	// Breakdown: the person's bucket must equal BreakdownValue, one value
+	// per breakdown property; Attribution says how the bucket is chosen
+	// (funnel_breakdown.go). A cohort breakdown keeps the members of
+	// Cohort instead.
+	Breakdown       []string
+	BreakdownType   string
+	Attribution     string
+	AttributionStep int
+	BreakdownValue  []string
+	Cohort          *uint64
 }
 
 // Window is the conversion window: Seconds, or Months (calendar months in
@@ -95,22 +98,22 @@ func ParseFunnel(q url.Values, f *Filter, stepRequired bool) (*Funnel, error) {
 }
 
 // parseViz reads funnel_viz_type: steps (default), or trends, whose
-// persons are those of one entrance period (FunnelTrends). The persons of
-// time_to_convert are not served (docs/analysis.md).
+// persons are those of one entrance period (FunnelTrends). time_to_convert
+// is served as steps, as PostHog does (its persons class follows the order
+// type unless the view is trends); PostHog has no parameter naming a bin
+// of conversion times for persons, so neither do we.
 func (fn *Funnel) parseViz(q url.Values, f *Filter) error {
 	viz := q.Get("funnel_viz_type")
 	if viz == "" && q.Get("display") == "ActionsLineGraph" {
 		viz = "trends"
 	}
 	switch viz {
-	case "", "steps":
+	case "", "steps", "time_to_convert":
 		return nil
 	case "trends":
 		return fn.parseTrends(q, f)
-	case "time_to_convert":
-		return invalidf("funnel_viz_type", "The persons of funnel_viz_type time_to_convert are not served; use steps (funnel_step) or trends.")
 	}
-	return invalidf("funnel_viz_type", "funnel_viz_type must be steps or trends, not %q.", viz)
+	return invalidf("funnel_viz_type", "funnel_viz_type must be steps, trends or time_to_convert, not %q.", viz)
 }
 
 // FunnelTrends selects the attempts that started in the interval at
@@ -304,58 +307,4 @@ func intOf(v any) (int, bool) {
 		return i, err == nil
 	}
 	return 0, false
-}
-
-// parseBreakdown reads breakdown (one property name, or a JSON array of
-// names), breakdown_attribution_type and funnel_step_breakdown (JSON when
-// it decodes, else the text itself).
-func (fn *Funnel) parseBreakdown(q url.Values, f *Filter) error {
-	raw, ok := q["funnel_step_breakdown"]
-	if !ok || f.Breakdown == "" {
-		return nil
-	}
-	switch f.BreakdownType {
-	case "event", "person":
-		fn.BreakdownType = f.BreakdownType
-	default:
-		return invalidf("breakdown_type", "breakdown_type %q is not supported in funnels (event or person).", f.BreakdownType)
-	}
-	switch t := q.Get("breakdown_attribution_type"); t {
-	case "", "first_touch":
-	case "last_touch":
-		fn.LastTouch = true
-	default:
-		return invalidf("breakdown_attribution_type", "breakdown_attribution_type must be first_touch or last_touch, not %q.", t)
-	}
-	fn.Breakdown = []string{f.Breakdown}
-	if strings.HasPrefix(strings.TrimSpace(f.Breakdown), "[") {
-		if err := json.Unmarshal([]byte(f.Breakdown), &fn.Breakdown); err != nil || len(fn.Breakdown) == 0 {
-			return invalidf("breakdown", "breakdown must be a property name or a JSON array of names.")
-		}
-	}
-	var v any
-	if err := json.Unmarshal([]byte(raw[0]), &v); err != nil {
-		v = raw[0]
-	}
-	list, isList := v.([]any)
-	if !isList {
-		list = []any{v}
-	}
-	for _, x := range list {
-		fn.BreakdownValue = append(fn.BreakdownValue, valueText(x))
-	}
-	if len(fn.BreakdownValue) != len(fn.Breakdown) {
-		return invalidf("funnel_step_breakdown", "funnel_step_breakdown needs one value per breakdown property (%d).", len(fn.Breakdown))
-	}
-	return nil
-}
-
-// valueText renders a breakdown value as the event arrays hold values:
-// strings as they are, anything else as its JSON.
-func valueText(v any) string {
-	if s, ok := v.(string); ok {
-		return s
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
 }

@@ -82,6 +82,12 @@ func (st *Store) funnelScan(ctx context.Context, project uint64, f *Filter, fn *
 		return nil, err
 	}
 	fq := &funnelQuery{fn: fn, loc: f.Loc}
+	person := make([]bool, len(fn.Breakdown))
+	for i := range person {
+		person[i] = fn.BreakdownType == "person"
+	}
+	bd := breakdownSQL(&s, fn.Breakdown, person)
+	inBucket := fn.bucketOf(bd)
 	var mask sqlText
 	mask.add("toUInt64(0)")
 	var matchAny []cond
@@ -89,6 +95,10 @@ func (st *Store) funnelScan(ctx context.Context, project uint64, f *Filter, fn *
 		c, err := st.seriesCond(ctx, project, s.f, e)
 		if err != nil {
 			return nil, err
+		}
+		if fn.Attribution == StepTouch && i == fn.AttributionStep {
+			// Only the bucket's events count as this step.
+			c = and(orTrue(c), inBucket)
 		}
 		matchAny = append(matchAny, orTrue(c))
 		mask.add(" + if(").cond(c).add(", toUInt64(?), toUInt64(0))", bit(i))
@@ -123,33 +133,25 @@ func (st *Store) funnelScan(ctx context.Context, project uint64, f *Filter, fn *
 	if fn.Order != Strict {
 		s.where = and(s.where, or(matchAny...))
 	}
+	if fn.Attribution == AllEvents {
+		// The bucket's funnel sees only the events carrying its value.
+		s.where = and(s.where, inBucket)
+	}
+	if fn.Cohort != nil && *fn.Cohort != 0 {
+		member, err := s.f.compile("funnel_step_breakdown", []any{map[string]any{"type": "cohort", "key": "id", "value": *fn.Cohort}})
+		if err != nil {
+			return nil, err
+		}
+		s.where = and(s.where, member)
+	}
 	var ord sqlText
 	ord.add("multiIf(")
 	for i := range fn.Steps {
 		ord.add("bitAnd(mask, toUInt64(?)) != 0, ?, ", bit(i), i)
 	}
 	ord.add("?)", ordOther)
-	var bd sqlText
-	bd.add("[")
-	for i, key := range fn.Breakdown {
-		if i > 0 {
-			bd.add(", ")
-		}
-		if fn.BreakdownType == "person" {
-			s.f.person = true
-			bd.add("property_values[indexOf(property_keys, ?)]", key)
-		} else {
-			s.f.eventKeys[key] = struct{}{}
-			bd.add("e_values[indexOf(e_keys, ?)]", key)
-		}
-	}
-	bd.add("]")
-	if len(fn.Breakdown) == 0 {
-		bd = sqlText{}
-		bd.add("emptyArrayString()")
-	}
 	s.extra = append(s.extra, cond{"(" + mask.b.String() + ") AS mask", mask.args},
-		cond{ord.b.String() + " AS ord", ord.args}, cond{bd.b.String() + " AS bd", bd.args})
+		cond{ord.b.String() + " AS ord", ord.args}, cond{bd.sql + " AS bd", bd.args})
 	fq.scan = s
 	return fq, nil
 }
@@ -219,19 +221,31 @@ func (fq *funnelQuery) periodLevel(s *sqlText) {
 	s.add("arrayMap((tt, aa) -> arrayReduce('max', arrayMap(a -> a.1, arrayFilter(a -> "+b.sql+" = "+l.sql+", aa))), [T], [atts])[1]", append(b.args, l.args...)...)
 }
 
-// bucket is the person's breakdown values: those of the first (or last)
-// step event having any.
+// bucket is the person's breakdown values: first and last touch, those of
+// the first (last) step event having any, all empty when none has (so ""
+// selects the persons without a value, as in PostHog); all_events and
+// step, those of the first event of a step (attributed step), which all
+// carry the bucket's values (funnelScan).
 func (fq *funnelQuery) bucket(s *sqlText) {
-	if len(fq.fn.Breakdown) == 0 {
+	fn := fq.fn
+	if len(fn.Breakdown) == 0 {
 		s.add("emptyArrayString()")
 		return
 	}
+	steps := bit(len(fn.Steps)) - 1
+	if fn.Attribution == AllEvents || fn.Attribution == StepTouch {
+		if fn.Attribution == StepTouch {
+			steps = bit(fn.AttributionStep)
+		}
+		s.add("arrayMap(x -> x.5, arrayFilter(x -> bitAnd(x.4, toUInt64(?)) != 0, A))[1]", steps)
+		return
+	}
 	idx := "1"
-	if fq.fn.LastTouch {
+	if fn.Attribution == LastTouch {
 		idx = "-1"
 	}
-	s.add("arrayFilter(b -> arrayExists(v -> v != '', b), arrayMap(x -> x.5, arrayFilter(x -> bitAnd(x.4, toUInt64(?)) != 0, A)))["+idx+"]",
-		bit(len(fq.fn.Steps))-1)
+	s.add("arrayResize(arrayFilter(b -> arrayExists(v -> v != '', b), arrayMap(x -> x.5, arrayFilter(x -> bitAnd(x.4, toUInt64(?)) != 0, A)))["+idx+"], ?, '')",
+		steps, len(fn.Breakdown))
 }
 
 // attempts is the array of (level, start index, last index) of the

@@ -19,6 +19,9 @@ func FuzzParseFilter(f *testing.F) {
 		"target_entity={\"id\":\"x\"}&period=Week&total_intervals=4&selected_interval=1&retention_type=retention_first_time",
 		"path_type=$pageview&start_point=/a&step_limit=3&path_start_key=1_/a&exclude_events=[\"b\"]",
 		"properties=[{\"key\":\"email\",\"value\":\"a\",\"operator\":\"icontains\",\"type\":\"person\"}]&breakdown=plan&breakdown_type=person&search=x",
+		"events=[{\"id\":\"a\"},{\"id\":\"b\"}]&funnel_step=1&breakdown=$browser&breakdown_attribution_type=step&breakdown_attribution_value=1&funnel_step_breakdown=Chrome",
+		"events=[{\"id\":\"a\"},{\"id\":\"b\"}]&funnel_step=2&breakdown=[1,\"all\"]&breakdown_type=cohort&funnel_step_breakdown=all&funnel_viz_type=time_to_convert",
+		"target_entity={\"id\":\"x\"}&breakdowns=[{\"property\":\"$browser\",\"type\":\"event\"}]&breakdown_values=[\"Chrome\"]&selected_interval=2",
 		"date_from=all&explicit_date=true&interval=month&properties={\"type\":\"OR\",\"values\":[{\"type\":\"cohort\",\"key\":\"id\",\"value\":1}]}",
 	} {
 		f.Add(s)

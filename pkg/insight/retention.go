@@ -41,6 +41,7 @@ type retention struct {
 	total, selected   int
 	starts            []time.Time // interval starts; the range is [starts[0], end)
 	end               time.Time
+	breakdown         *retentionBreakdown // the cohort is a breakdown bucket instead
 }
 
 func parseRetention(q url.Values, f *Filter, now time.Time) (*retention, error) {
@@ -77,8 +78,8 @@ func parseRetention(q url.Values, f *Filter, now time.Time) (*retention, error) 
 	if r.selected, err = intParam(q, "selected_interval", 0, 0, r.total-1); err != nil {
 		return nil, err
 	}
-	if _, ok := q["breakdowns"]; ok {
-		return nil, invalidf("breakdowns", "Retention breakdowns are not supported.")
+	if r.breakdown, err = parseRetentionBreakdown(q); err != nil {
+		return nil, err
 	}
 	to := now.In(f.Loc)
 	if s := q.Get("date_to"); s != "" {
@@ -155,29 +156,13 @@ func (st *Store) Retention(ctx context.Context, project uint64, f *Filter, q url
 	if err != nil {
 		return nil, err
 	}
-	g := *f
-	g.BreakdownValue = nil
-	g.Range = Range{From: r.starts[0], To: r.end, All: r.firstTime}
-	target, err := st.match(ctx, project, &g, r.target)
+	s, err := st.retentionScan(ctx, project, f, r)
 	if err != nil {
 		return nil, err
 	}
-	back, err := st.match(ctx, project, &g, r.returning)
-	if err != nil {
-		return nil, err
+	if r.breakdown != nil {
+		return st.retentionByBreakdown(ctx, s, r, page)
 	}
-	s := target
-	for k := range back.f.eventKeys {
-		s.f.eventKeys[k] = struct{}{}
-	}
-	s.f.person = s.f.person || back.f.person
-	returning := and(back.where, cond{"timestamp >= toDateTime(?)", []any{r.starts[0].Unix()}})
-	s.where = or(orTrue(target.where), returning)
-	idx := r.index(f.Loc)
-	s.extra = append(s.extra,
-		cond{"toUInt8(" + orTrue(target.where).sql + ") AS is_target", orTrue(target.where).args},
-		cond{"toUInt8(" + returning.sql + ") AS is_return", returning.args},
-		cond{idx.sql + " AS idx", idx.args})
 	member := cond{"countIf(is_target = 1 AND idx = ?) > 0", []any{r.selected}}
 	if r.firstTime {
 		// argMinIf of no rows is 0: a person without target events is in
@@ -201,6 +186,36 @@ func (st *Store) Retention(ctx context.Context, project uint64, f *Filter, q url
 		}
 		return nil
 	})
+}
+
+// retentionScan is the scan of a retention request: the target and the
+// returning events (first time: target events of all time), each with
+// is_target, is_return and idx, its interval index.
+func (st *Store) retentionScan(ctx context.Context, project uint64, f *Filter, r *retention) (scan, error) {
+	g := *f
+	g.BreakdownValue = nil
+	g.Range = Range{From: r.starts[0], To: r.end, All: r.firstTime}
+	target, err := st.match(ctx, project, &g, r.target)
+	if err != nil {
+		return scan{}, err
+	}
+	back, err := st.match(ctx, project, &g, r.returning)
+	if err != nil {
+		return scan{}, err
+	}
+	s := target
+	for k := range back.f.eventKeys {
+		s.f.eventKeys[k] = struct{}{}
+	}
+	s.f.person = s.f.person || back.f.person
+	returning := and(back.where, cond{"timestamp >= toDateTime(?)", []any{r.starts[0].Unix()}})
+	s.where = or(orTrue(target.where), returning)
+	idx := r.index(f.Loc)
+	s.extra = append(s.extra,
+		cond{"toUInt8(" + orTrue(target.where).sql + ") AS is_target", orTrue(target.where).args},
+		cond{"toUInt8(" + returning.sql + ") AS is_return", returning.args},
+		cond{idx.sql + " AS idx", idx.args})
+	return s, nil
 }
 
 // orTrue is c, or a true condition when c is empty (any event).
