@@ -11,13 +11,13 @@ import (
 	"time"
 )
 
-// bEvent is a reference event with its $browser ("" when it has none).
-type bEvent struct {
+// fbEvent is a reference event with its $browser ("" when it has none).
+type fbEvent struct {
 	refEvent
 	value string
 }
 
-func plain(evs []bEvent) []refEvent {
+func plain(evs []fbEvent) []refEvent {
 	out := make([]refEvent, len(evs))
 	for i, x := range evs {
 		out[i] = x.refEvent
@@ -35,7 +35,7 @@ func plain(evs []bEvent) []refEvent {
 //     events; there an event of step k counts only when it carries v (an
 //     event of step k with another value is renamed out of the funnel, so
 //     a strict funnel still sees it as "the next event").
-func refBucketLevel(evs []bEvent, steps []string, order string, window time.Duration, attribution string, k int, v string) (in bool, level int) {
+func refBucketLevel(evs []fbEvent, steps []string, order string, window time.Duration, attribution string, k int, v string) (in bool, level int) {
 	switch attribution {
 	case "all_events":
 		var kept []refEvent
@@ -81,14 +81,14 @@ func TestFunnelBreakdownGenerated(t *testing.T) {
 	names := []string{"a", "b", "c", "x"}
 	browsers := []string{"Chrome", "Safari", ""}
 	var evs []ev
-	byPerson := map[string][]bEvent{}
+	byPerson := map[string][]fbEvent{}
 	add := func(owner string, x ev) {
 		if b := browsers[rng.Intn(len(browsers))]; b != "" {
 			x.props = map[string]any{"$browser": b}
 		}
 		evs = append(evs, x)
 		v, _ := x.props["$browser"].(string)
-		byPerson[owner] = append(byPerson[owner], bEvent{refEvent{x.name, x.at}, v})
+		byPerson[owner] = append(byPerson[owner], fbEvent{refEvent{x.name, x.at}, v})
 	}
 	for i := range 36 {
 		id := fmt.Sprintf("g%02d", i)
@@ -101,7 +101,7 @@ func TestFunnelBreakdownGenerated(t *testing.T) {
 	// mA does a, then identifies as mB, which does b and c: one person.
 	add("mA", ev{name: "a", distinctID: "mA", at: day("2022-03-02", 10)})
 	evs = append(evs, ev{name: "$identify", distinctID: "mB", at: day("2022-03-02", 11), props: map[string]any{"$anon_distinct_id": "mA"}})
-	byPerson["mA"] = append(byPerson["mA"], bEvent{refEvent{"$identify", day("2022-03-02", 11)}, ""})
+	byPerson["mA"] = append(byPerson["mA"], fbEvent{refEvent{"$identify", day("2022-03-02", 11)}, ""})
 	add("mA", ev{name: "b", distinctID: "mB", at: day("2022-03-02", 12)})
 	add("mA", ev{name: "c", distinctID: "mB", at: day("2022-03-02", 13)})
 	e.publishEvents(e.projectA.ID, evs...)
@@ -109,7 +109,7 @@ func TestFunnelBreakdownGenerated(t *testing.T) {
 	from, to := day("2022-03-01", 0), day("2022-03-06", 0)
 	for id, all := range byPerson {
 		sort.SliceStable(all, func(i, j int) bool { return all[i].at.Before(all[j].at) })
-		var in []bEvent
+		var in []fbEvent
 		for _, x := range all {
 			if !x.at.Before(from) && x.at.Before(to) {
 				in = append(in, x)
