@@ -28,10 +28,11 @@ func (s *Store) PersonsByID(ctx context.Context, projectID uint64, ids []uint64)
 }
 
 // PersonsByUUID returns the live persons among uuids, by uuid (unknown or
-// deleted ones are absent). Two live persons can share a uuid (a split or
-// a reset id's fresh person takes the uuid5 of its id, which may be the
-// one its former owner was created from): the newest id wins, as in
-// GetPersonByUUID.
+// deleted ones are absent). The fold gives every person a uuid of its own,
+// but tables folded before that rule can hold two live persons with one
+// (a split or a reset id's fresh person took the uuid5 of its id, which
+// may be the one its former owner was created from): the newest id wins,
+// as in GetPersonByUUID.
 func (s *Store) PersonsByUUID(ctx context.Context, projectID uint64, uuids []uuid.UUID) (map[uuid.UUID]PersonRecord, error) {
 	out := make(map[uuid.UUID]PersonRecord, len(uuids))
 	if len(uuids) == 0 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 
+	"github.com/google/uuid"
+
 	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/person"
 )
@@ -211,7 +213,7 @@ func (f *Folder) create(ctx context.Context, in Input, distinctID string) (*pers
 		row: PersonRow{
 			ProjectID:  in.ProjectID,
 			ID:         in.Seq,
-			UUID:       person.UUIDFor(in.ProjectID, distinctID),
+			UUID:       f.newPersonUUID(in, distinctID),
 			Properties: map[string]any{},
 			CreatedAt:  in.Event.Timestamp,
 		},
@@ -220,6 +222,24 @@ func (f *Folder) create(ctx context.Context, in Input, distinctID string) (*pers
 	f.touch(p, in.Seq)
 	f.assign(in, distinctID, p)
 	return p, nil
+}
+
+// newPersonUUID is the uuid of the person the event creates from
+// distinctID, read before the id is assigned to it. The first owner of an
+// id gets person.UUIDFor (PostHog's uuidFromDistinctId); an id that had an
+// owner before (a distinct id row exists: a tombstone after a reset or a
+// delete) gets person.UUIDForReuse at the event's sequence, since UUIDFor is
+// its former owner's when that person was created from it.
+//
+// Replay-safe: the distinct id state is the one the fold's other decisions
+// read, rebuilt exactly on a redelivery after a crash (rows above the
+// commit are read as their prev_* owner, a tombstone included); a person
+// row this event already wrote is kept as stored (create).
+func (f *Folder) newPersonUUID(in Input, distinctID string) uuid.UUID {
+	if d := f.dids[didKey{in.ProjectID, distinctID}]; d == nil || d.row.Version == 0 {
+		return person.UUIDFor(in.ProjectID, distinctID)
+	}
+	return person.UUIDForReuse(in.ProjectID, distinctID, in.Seq)
 }
 
 // assign points distinctID at p. The person rows whose lists change are

@@ -230,40 +230,50 @@ func TestCrashBetweenWrites(t *testing.T) {
 		ref := run(t, events, 40)
 		for _, cut := range writeCuts {
 			for _, resize := range []int{40, 13} {
-				store := newMemStore()
-				f := New(store)
-				runInto(t, f, store, events[:120], 1, 40, false)
-				ctx := context.Background()
-				var batch []Input
-				for i := 120; i < 160; i++ {
-					batch = append(batch, Input{ProjectID: 1, Seq: uint64(i + 1), Event: ev(t, i+1, events[i])})
-				}
-				if err := f.Prepare(ctx, batch); err != nil {
-					t.Fatal(err)
-				}
-				for _, in := range batch {
-					if _, err := f.Apply(ctx, in); err != nil {
-						t.Fatal(err)
-					}
-				}
-				store.write(cut.write(f.Flush()))
-				// Restart: a new Folder; events 121..160 come again
-				// (redelivered), the rest for the first time.
-				f = New(store)
-				f.Committed = 120
-				runInto(t, f, store, events[120:160], 121, resize, true)
-				runInto(t, f, store, events[160:], 161, resize, false)
+				store := foldCrashed(t, events, 120, 160, cut.write, resize)
 				if got, want := joinLines(store.snapshot(1)), joinLines(ref.snapshot(1)); got != want {
 					t.Fatalf("seed %d, cut %q, batches of %d: state differs:\n%s\nwant\n%s", seed, cut.name, resize, got, want)
 				}
 				for k, p := range ref.persons {
-					if g := store.persons[k]; g.Version != p.Version || g.IsDeleted != p.IsDeleted {
-						t.Fatalf("seed %d, cut %q: person %d version %d deleted %v, want %d %v", seed, cut.name, k.id, g.Version, g.IsDeleted, p.Version, p.IsDeleted)
+					if g := store.persons[k]; g.Version != p.Version || g.IsDeleted != p.IsDeleted || g.UUID != p.UUID {
+						t.Fatalf("seed %d, cut %q: person %d version %d deleted %v uuid %s, want %d %v %s", seed, cut.name, k.id, g.Version, g.IsDeleted, g.UUID, p.Version, p.IsDeleted, p.UUID)
 					}
 				}
 			}
 		}
 	}
+}
+
+// foldCrashed folds events[:committed] in batches of 40, then
+// events[committed:crashed] as one batch whose writes stop after cut, and
+// restarts: a new Folder gets events committed+1..crashed again
+// (redelivered), in batches of resize, and the rest for the first time.
+func foldCrashed(t *testing.T, events []string, committed, crashed int, cut func(Batch) Batch, resize int) *memStore {
+	t.Helper()
+	store := newMemStore()
+	f := New(store)
+	runInto(t, f, store, events[:committed], 1, 40, false)
+	ctx := context.Background()
+	var batch []Input
+	for i := committed; i < crashed; i++ {
+		batch = append(batch, Input{ProjectID: 1, Seq: uint64(i + 1), Event: ev(t, i+1, events[i])})
+	}
+	if err := f.Prepare(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range batch {
+		if _, err := f.Apply(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store.write(cut(f.Flush()))
+	f = New(store)
+	f.Committed = uint64(committed)
+	runInto(t, f, store, events[committed:crashed], committed+1, resize, true)
+	if crashed < len(events) {
+		runInto(t, f, store, events[crashed:], crashed+1, resize, false)
+	}
+	return store
 }
 
 func TestActivityAndDeletionRequests(t *testing.T) {

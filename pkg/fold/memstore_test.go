@@ -114,7 +114,7 @@ func (m *memStore) rows() string {
 	var out []string
 	for k, p := range m.persons {
 		props, _ := json.Marshal(p.Properties)
-		out = append(out, fmt.Sprintf("person %d/%d %s %v identified=%v deleted=%v v%d", k.project, k.id, props, p.DistinctIDs, p.IsIdentified, p.IsDeleted, p.Version))
+		out = append(out, fmt.Sprintf("person %d/%d %s %s %v identified=%v deleted=%v v%d", k.project, k.id, p.UUID, props, p.DistinctIDs, p.IsIdentified, p.IsDeleted, p.Version))
 	}
 	for k, d := range m.dids {
 		out = append(out, fmt.Sprintf("did %d/%s -> %d deleted=%v v%d", k.project, k.id, d.PersonID, d.IsDeleted, d.Version))

@@ -167,8 +167,9 @@ func (f *Folder) tombstone(in Input, distinctID string, owner uint64) {
 }
 
 // splitPerson folds $split_person: each distinct id in $split_distinct_ids
-// that the person still owns moves to a new person of its own (uuid by the
-// uuid5 rule, id by SplitPersonID); the person keeps the others.
+// that the person still owns moves to a new person of its own (uuid by
+// person.UUIDForReuse at this sequence, id by SplitPersonID); the person
+// keeps the others.
 func (f *Folder) splitPerson(ctx context.Context, in Input) (Resolved, error) {
 	ev := in.Event
 	id, ok := numberProp(ev.Properties, event.PropPersonID)
@@ -234,7 +235,9 @@ func splitIDs(ev event.Event) []string {
 }
 
 // createSplit makes (or, on a redelivery, finds) the person a split gives
-// distinctID.
+// distinctID. Its uuid is person.UUIDForReuse: the id has an owner (the
+// split person), whose uuid is UUIDFor(distinctID) when it was created
+// from this id.
 func (f *Folder) createSplit(ctx context.Context, in Input, distinctID string, id uint64) (*personState, error) {
 	k := personKey{in.ProjectID, id}
 	if _, ok := f.persons[k]; !ok && in.Redelivered {
@@ -246,7 +249,7 @@ func (f *Folder) createSplit(ctx context.Context, in Input, distinctID string, i
 		return p, nil
 	}
 	p := &personState{used: f.gen, row: PersonRow{
-		ProjectID: in.ProjectID, ID: id, UUID: person.UUIDFor(in.ProjectID, distinctID),
+		ProjectID: in.ProjectID, ID: id, UUID: person.UUIDForReuse(in.ProjectID, distinctID, in.Seq),
 		Properties: map[string]any{}, CreatedAt: in.Event.Timestamp,
 	}}
 	f.persons[k] = p

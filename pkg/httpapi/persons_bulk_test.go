@@ -9,13 +9,10 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/personhub/personhub/pkg/deletion"
-	"github.com/personhub/personhub/pkg/ingest"
-	"github.com/personhub/personhub/pkg/testenv"
 )
 
 // activityKinds lists the activity of the person at path, newest first.
@@ -209,29 +206,7 @@ func TestResetPersonDistinctID(t *testing.T) {
 		t.Fatalf("the former owner: %v", again)
 	}
 
-	// A replay of the whole log into empty tables.
-	last, err := e.store.LastCommitted(context.Background(), ingest.DefaultConfig().Consumer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	replay := testenv.ClickHouse(t)
-	cfg := ingest.DefaultConfig()
-	cfg.Consumer, cfg.BatchWait = "replay", 10*time.Millisecond
-	ing, err := ingest.New(cfg, e.nats.JS, replay, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ing.Run(ctx) }()
-	testenv.WaitCommitted(t, replay, "replay", last, 30*time.Second)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if got, want := testenv.Snapshot(t, replay), testenv.Snapshot(t, e.store); got != want {
-		t.Fatalf("replay differs:\n%s", testenv.FirstDiff(got, want))
-	}
+	e.wantReplayGivesTheSameTables()
 }
 
 // TestBatchByDistinctIDs: a map from each distinct id to its person (ids

@@ -13,7 +13,7 @@ import (
 // TestResetDistinctIDReplays: $reset_person_distinct_id commands mixed into
 // a workload give the same tables after injected write failures and after
 // a replay into empty tables; the reset id's next event starts a fresh
-// person while its former owner keeps the others; the command forged on
+// person, with a uuid of its own, while its former owner keeps the others; the command forged on
 // events.<project> is dead-lettered and changes nothing.
 func TestResetDistinctIDReplays(t *testing.T) {
 	n := testenv.StartNATS(t, "")
@@ -50,6 +50,16 @@ func TestResetDistinctIDReplays(t *testing.T) {
 	p5, err := ref.GetPerson(ctx, 3, 5)
 	if err != nil || fmt.Sprint(p5.DistinctIDs) != "[anon]" || p5.Properties["x"] != nil {
 		t.Fatalf("the reset id's next event: %+v %v", p5, err)
+	}
+	// Every person ever created, deleted and split ones included, has a
+	// uuid of its own: the reset id's fresh person does not take person
+	// 1's (created from that id).
+	if p5.UUID == p1.UUID {
+		t.Fatalf("the fresh person shares its former owner's uuid %s", p1.UUID)
+	}
+	var shared uint64
+	if err := ref.Conn().QueryRow(ctx, "SELECT count() FROM (SELECT project_id, uuid FROM persons FINAL GROUP BY project_id, uuid HAVING count() > 1)").Scan(&shared); err != nil || shared != 0 {
+		t.Fatalf("uuids shared by several persons: %d %v", shared, err)
 	}
 	var entries uint64
 	if err := ref.Conn().QueryRow(ctx, "SELECT count() FROM activity_log FINAL WHERE project_id = 3 AND item_id = '1' AND activity = 'reset_person_distinct_id'").Scan(&entries); err != nil || entries != 1 {

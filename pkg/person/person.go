@@ -18,9 +18,26 @@ import (
 // log gives every person the same uuid.
 var Namespace = uuid.MustParse("932979b4-65c3-4424-8467-0b66ec27bc22")
 
-// UUIDFor returns the uuid of the person first created from distinctID.
+// UUIDFor returns the uuid of the person created from distinctID the first
+// time the id is seen (PostHog's uuidFromDistinctId).
 func UUIDFor(projectID uint64, distinctID string) uuid.UUID {
 	return uuid.NewSHA1(Namespace, []byte(fmt.Sprintf("%d:%s", projectID, distinctID)))
+}
+
+// ReuseNamespace is the uuid5 namespace for persons created from a distinct
+// id that had an owner before (after a reset, or after its person was
+// deleted) and for persons a split creates: UUIDFor would give them a uuid
+// a person already has. A namespace of its own, because the text alone is
+// ambiguous: "T:D:S" of id D at sequence S is also "T:D'" of id D' = "D:S".
+var ReuseNamespace = uuid.MustParse("bf236636-99cf-4203-8383-47a78bae0f6d")
+
+// UUIDForReuse returns the uuid of the person created from distinctID by
+// the event at stream sequence seq when UUIDFor may be taken:
+// uuid5(ReuseNamespace, "T:D:S"). An event creates at most one person per
+// distinct id, so the pair (id, sequence) is unique, and a replay gives the
+// same uuid.
+func UUIDForReuse(projectID uint64, distinctID string, seq uint64) uuid.UUID {
+	return uuid.NewSHA1(ReuseNamespace, []byte(fmt.Sprintf("%d:%s:%d", projectID, distinctID, seq)))
 }
 
 // Person is the API's view of a person.

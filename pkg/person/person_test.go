@@ -15,6 +15,19 @@ func TestUUIDFor(t *testing.T) {
 	}
 }
 
+func TestUUIDForReuse(t *testing.T) {
+	// uuid5(ReuseNamespace, "1:alice:7") by Python's uuid.uuid5; the same
+	// text in Namespace (the person first created from id "alice:7") is
+	// 0ad93e9e-1c62-5fb8-9f55-0b672e33f84d.
+	a := UUIDForReuse(1, "alice", 7)
+	if a.String() != "3e377512-5a03-5dcf-a824-532fed94f476" || a == UUIDFor(1, "alice:7") || a == UUIDForReuse(1, "alice", 8) || a == UUIDForReuse(2, "alice", 7) {
+		t.Fatalf("reuse uuid rule: %s", a)
+	}
+	if UUIDFor(1, "alice:7").String() != "0ad93e9e-1c62-5fb8-9f55-0b672e33f84d" {
+		t.Fatalf("uuid rule: %s", UUIDFor(1, "alice:7"))
+	}
+}
+
 func TestIllegalDistinctID(t *testing.T) {
 	for id, want := range map[string]bool{
 		"anonymous": true, "Anonymous": true, "GUEST": true, "distinctid": true, "distinct_id": true, "id": true,
