@@ -122,6 +122,7 @@ func (st *Store) funnelScan(ctx context.Context, project uint64, f *Filter, fn *
 	}
 	if fn.Order != Strict {
 		s.where = and(s.where, or(matchAny...))
+		s.names = st.funnelNames(ctx, project, fn, corr)
 	}
 	var ord sqlText
 	ord.add("multiIf(")

@@ -167,6 +167,7 @@ func (st *Store) Retention(ctx context.Context, project uint64, f *Filter, q url
 		return nil, err
 	}
 	s := target
+	s.names = unionNames(target.names, back.names)
 	for k := range back.f.eventKeys {
 		s.f.eventKeys[k] = struct{}{}
 	}
