@@ -1,5 +1,5 @@
 // Command bench measures the service's speed, cost and memory against raw
-// baselines taken in the same run on the same data (targets G1..G8 of
+// baselines taken in the same run on the same data (targets G1..G10 of
 // shared/performance.md), prints a table and writes the results as JSON
 // under bench/results/. `make bench` runs it; `make bench QUICK=1` runs the
 // small dataset. See docs/performance.md.
