@@ -1,6 +1,9 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // goals turns the measurements into the G1..G8 lines of
 // shared/performance.md: each a ratio against a baseline of the same run
@@ -83,6 +86,7 @@ func goals(r *Result, o options, p plan) []Goal {
 	default:
 		out = append(out, notMeasured("G7", what7, "<= 1.2x", "not available"))
 	}
+	out = append(out, g10Goals(r, latGoal)...)
 	if pr.RSSAt1MBytes > 0 {
 		out = append(out, goal("G8", fmt.Sprintf("ingester RSS at %s (max cached %d)", persons, pr.CachedPersonsMax),
 			fmt.Sprintf("<= %.0f MiB", mib(o.rssCeiling)), fmt.Sprintf("%.0f MiB (peak %.0f)", mib(pr.RSSAt1MBytes), mib(pr.RSSPeakBytes)),
@@ -94,6 +98,33 @@ func goals(r *Result, o options, p plan) []Goal {
 			sk.GrowthPct, sk.GrowthPct <= 10 && sk.Seconds >= 300))
 	} else {
 		out = append(out, notMeasured("G8", "ingester RSS growth over a 10-min soak", "<= 10%", "skipped ("+p.mode+" mode)"))
+	}
+	return out
+}
+
+// g10Goals: each actor route's p99 against the bare count of the same
+// window's events; values/ and persons/cohorts/ against the bare GET
+// person of the same phase.
+func g10Goals(r *Result, latGoal func(id, what, target string, limit float64, l, base Latency) Goal) []Goal {
+	d := r.Dataset.G10
+	if d == nil {
+		why := "not measured"
+		if r.Project.G10Err != "" {
+			why = "failed: " + r.Project.G10Err
+		}
+		return []Goal{notMeasured("G10", "analysis actor routes vs a bare scan of the window", "<= 3x", why)}
+	}
+	var out []Goal
+	size := fmt.Sprintf("%dk events, %d days", d.Events/1000, g10Days)
+	for _, route := range []string{"trends", "funnel, 3 steps", "retention", "lifecycle", "stickiness", "path"} {
+		n := g10Name(route)
+		out = append(out, latGoal("G10", fmt.Sprintf("%s p99 vs bare count of the window's events (%s)", route, size), "<= 3x", 3,
+			findLat(r.Project.G10, n+layerAPI, "idle", 1), findLat(r.Baseline.G10, n+layerRaw, "idle", 1)))
+	}
+	get := findLat(r.Baseline.G10, "G10 "+nameGet+layerRaw, "idle", 1)
+	for _, n := range []string{nameG10Values, nameG10Cohorts} {
+		out = append(out, latGoal("G10", strings.TrimPrefix(n, "G10 ")+" p99 vs bare GET person", "<= 5x", 5,
+			findLat(r.Project.G10, n+layerAPI, "idle", 1), get))
 	}
 	return out
 }

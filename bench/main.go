@@ -1,5 +1,5 @@
 // Command bench measures the service's speed, cost and memory against raw
-// baselines taken in the same run on the same data (targets G1..G8 of
+// baselines taken in the same run on the same data (targets G1..G10 of
 // shared/performance.md), prints a table and writes the results as JSON
 // under bench/results/. `make bench` runs it; `make bench QUICK=1` runs the
 // small dataset. See docs/performance.md.
@@ -63,6 +63,7 @@ type options struct {
 	soakRate   int
 	rssCeiling int64
 	keep       bool
+	only       string // "": every phase; "g10": ingest and fill, then G10 alone
 }
 
 func main() {
@@ -83,6 +84,7 @@ func main() {
 	var ceiling int64
 	fs.Int64Var(&ceiling, "rss-ceiling-mib", 1024, "documented ingester RSS ceiling (G8) at the default max-cached-persons")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (ClickHouse and NATS data, logs)")
+	fs.StringVar(&o.only, "only", "", "run one phase: g10 (the persons are still ingested and filled first)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
@@ -90,6 +92,10 @@ func main() {
 		os.Exit(2)
 	}
 	o.rssCeiling = ceiling << 20
+	if o.only != "" && o.only != "g10" {
+		fmt.Fprintf(os.Stderr, "bench: -only %q: the only phase that runs alone is g10\n", o.only)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {
@@ -130,7 +136,10 @@ func run(ctx context.Context, o options) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	stamp := res.Started.Format("20060102T150405Z") + "-" + p.mode
+	if o.only != "" {
+		res.Mode = p.mode + "-" + o.only
+	}
+	stamp := res.Started.Format("20060102T150405Z") + "-" + res.Mode
 	profile := func(name string) string {
 		path, _ := filepath.Abs(filepath.Join(o.out, stamp+"-"+name))
 		res.Profiles = append(res.Profiles, path)

@@ -84,14 +84,7 @@ const (
 // reads measures GET person and the list (bare driver, store, HTTP API)
 // idle and under ingest load, and PATCH-to-visible.
 func (s *session) reads(ctx context.Context) error {
-	var err error
-	if s.apiStore, err = s.ch.open(ctx, benchDB); err != nil {
-		return err
-	}
-	if s.rawStore, err = s.ch.open(ctx, benchDB); err != nil {
-		return err
-	}
-	if s.api, err = startAPI(ctx, s.n, s.apiStore, s.cp, s.project, s.key, s.cfg.Consumer); err != nil {
+	if err := s.startReaders(ctx); err != nil {
 		return err
 	}
 	ids, err := s.samplePersons(ctx, 5000, ^uint64(0))
@@ -170,6 +163,23 @@ func (s *session) reads(ctx context.Context) error {
 	s.lg.f("%s", vis)
 	s.lg.f("ingest under read load: %.0f events/s", s.res.Project.Load.IngestPerSec)
 	return s.drain(ctx)
+}
+
+// startReaders opens the API's and the bare driver's connections and
+// starts the HTTP API, once.
+func (s *session) startReaders(ctx context.Context) error {
+	if s.api != nil {
+		return nil
+	}
+	var err error
+	if s.apiStore, err = s.ch.open(ctx, benchDB); err != nil {
+		return err
+	}
+	if s.rawStore, err = s.ch.open(ctx, benchDB); err != nil {
+		return err
+	}
+	s.api, err = startAPI(ctx, s.n, s.apiStore, s.cp, s.project, s.key, s.cfg.Consumer)
+	return err
 }
 
 // insertProbe times one-row inserts through the driver (PrepareBatch,

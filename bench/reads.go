@@ -17,10 +17,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/personhub/personhub/pkg/action"
 	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/cohort"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/httpapi"
+	"github.com/personhub/personhub/pkg/insight"
 	"github.com/personhub/personhub/pkg/progress"
 	"github.com/personhub/personhub/pkg/propfilter"
 )
@@ -124,6 +127,20 @@ func startAPI(ctx context.Context, n *natsEnv, store *chstore.Store, cp *control
 		return nil, err
 	}
 	api.SetPersonWrites(httpapi.PersonWrites{JS: n.js, Progress: watcher, Activity: activity.New(store.Conn())})
+	// Actions, cohorts and the actor routes, as cmd/internal/apiserver
+	// wires them (G10 reads them).
+	actions, err := action.Open(ctx, n.js)
+	if err != nil {
+		return nil, err
+	}
+	api.SetActions(actions)
+	insights := insight.New(store.Conn(), actions)
+	cohorts, err := cohort.Open(ctx, n.js, store.Conn(), insights)
+	if err != nil {
+		return nil, err
+	}
+	api.SetCohorts(cohorts)
+	api.SetInsights(insights)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err

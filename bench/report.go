@@ -43,6 +43,7 @@ type Dataset struct {
 	// PersonRowsModel estimates G3 for other person-flush intervals
 	// (see personRowsModel).
 	PersonRowsModel map[string]float64 `json:"g3_person_rows_model"`
+	G10             *G10Dataset        `json:"g10,omitempty"`
 }
 
 // Baselines are the raw measurements the ratios divide by.
@@ -51,6 +52,7 @@ type Baselines struct {
 	ConsumeAckAll500 Rate             `json:"jetstream_consume_ackall_500"`
 	Insert           insertComparison `json:"events_insert"`
 	Reads            []Latency        `json:"reads_bare_driver"`
+	G10              []Latency        `json:"g10_bare_driver"`
 }
 
 // Project are the service's own figures.
@@ -71,6 +73,8 @@ type Project struct {
 	Purge            *Purge     `json:"purge,omitempty"`
 	PurgeErr         string     `json:"purge_error,omitempty"`
 	Soak             *Soak      `json:"soak,omitempty"`
+	G10              []Latency  `json:"g10"`
+	G10Err           string     `json:"g10_error,omitempty"`
 }
 
 // Ingest is G1/G3's end-to-end run.
@@ -169,10 +173,13 @@ func printReport(w io.Writer, r *Result) {
 	row("ingest rate during read load", fmt.Sprintf("%.0f events/s (backlog cap %d)", p.Load.IngestPerSec, p.Load.BacklogCap))
 	tw.Flush()
 	fmt.Fprintln(w, "\nlatencies (bare driver, store, HTTP API)")
-	for _, l := range append(append([]Latency{}, b.Reads...), p.Reads...) {
+	for _, l := range append(append(append(append([]Latency{}, b.Reads...), p.Reads...), b.G10...), p.G10...) {
 		fmt.Fprintln(w, "  "+l.String())
 	}
 	for _, l := range []Latency{p.PatchIdle[0], p.PatchIdle[1], p.PatchLoad[0], p.PatchLoad[1], p.OneRowInsert} {
+		if l.N == 0 {
+			continue // a phase that did not run (-only)
+		}
 		fmt.Fprintln(w, "  "+l.String())
 	}
 	if p.Purge != nil {
@@ -182,6 +189,10 @@ func printReport(w io.Writer, r *Result) {
 	if p.Soak != nil {
 		fmt.Fprintf(w, "soak: %.0fs at %d events/s, RSS %s MiB, growth %.1f%%, slope %.2f MiB/min, lag at end %d\n",
 			p.Soak.Seconds, p.Soak.RatePerSecond, rssList(p.Soak.RSSBytes), p.Soak.GrowthPct, p.Soak.SlopeMBPerMin, p.Soak.LagAtEnd)
+	}
+	if g := r.Dataset.G10; g != nil {
+		fmt.Fprintf(w, "\nG10 window %s .. %s: %d events (%v), %d distinct ids, inserted in %.1fs; persons on the first pages %v\n",
+			g.From.Format(time.DateOnly), g.To.Format(time.DateOnly), g.Events, g.ByEvent, g.DistinctIDs, g.InsertSeconds, g.Returned)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintln(w, "note: "+n)

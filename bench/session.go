@@ -80,11 +80,14 @@ func (s *session) run(ctx context.Context) error {
 	if err := s.publishMain(ctx, events); err != nil {
 		return fmt.Errorf("publish: %w", err)
 	}
-	if err := s.rawConsumes(ctx); err != nil {
-		return fmt.Errorf("raw consume: %w", err)
-	}
-	if err := s.inserts(ctx, events); err != nil {
-		return fmt.Errorf("G2 inserts: %w", err)
+	all := s.o.only == ""
+	if all {
+		if err := s.rawConsumes(ctx); err != nil {
+			return fmt.Errorf("raw consume: %w", err)
+		}
+		if err := s.inserts(ctx, events); err != nil {
+			return fmt.Errorf("G2 inserts: %w", err)
+		}
 	}
 	events = nil
 	if err := s.ingestMain(ctx); err != nil {
@@ -93,8 +96,18 @@ func (s *session) run(ctx context.Context) error {
 	if err := s.fill(ctx); err != nil {
 		return fmt.Errorf("fill persons: %w", err)
 	}
-	if err := s.reads(ctx); err != nil {
-		return fmt.Errorf("reads: %w", err)
+	if all {
+		if err := s.reads(ctx); err != nil {
+			return fmt.Errorf("reads: %w", err)
+		}
+	}
+	// G10 before the purge, which deletes persons its events belong to.
+	if err := s.g10(ctx); err != nil {
+		s.res.Project.G10Err = err.Error()
+		s.lg.f("G10 failed: %v", err)
+	}
+	if !all {
+		return ctx.Err()
 	}
 	if err := s.purge(ctx); err != nil {
 		s.res.Project.PurgeErr = err.Error()

@@ -132,6 +132,7 @@ func (st *Store) funnelScan(ctx context.Context, project uint64, f *Filter, fn *
 	}
 	if fn.Order != Strict {
 		s.where = and(s.where, or(matchAny...))
+		s.names = st.funnelNames(ctx, project, fn, corr)
 	}
 	if fn.Attribution == AllEvents {
 		// The bucket's funnel sees only the events carrying its value.

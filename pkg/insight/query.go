@@ -76,6 +76,12 @@ type scan struct {
 	where    cond      // over the columns below, e_keys/e_values included
 	f        *filters
 	extra    []cond // more SELECT expressions of the scan
+	// names, when set, are the only event names the where can match:
+	// the events are then cut by name (and range) in a PREWHERE, so
+	// ClickHouse uses the sort key's event column and reads the wide
+	// properties and distinct_id columns, and joins, only for those rows
+	// (docs/performance.md, G10). nil: any event.
+	names []string
 }
 
 // sql selects pid, uuid, timestamp, created_at (the person's) and extra.
@@ -95,16 +101,23 @@ func (s scan) sql() (string, []any) {
 		// id too: cohort conditions are over a persons row.
 		personCols += ", id, property_keys, property_values"
 	}
+	// PREWHERE on events alone (read without FINAL, so no old version
+	// is tested); the persons tables are FINAL and keep their filters in
+	// WHERE (readCtx).
 	inner := "SELECT pid, uuid, timestamp, event, distinct_id, properties FROM events " +
 		"ALL INNER JOIN (SELECT distinct_id, person_id AS pid FROM person_distinct_ids FINAL WHERE project_id = ? AND is_deleted = 0) USING distinct_id " +
-		"WHERE project_id = ? AND timestamp < toDateTime(?)"
+		"PREWHERE project_id = ? AND timestamp < toDateTime(?)"
 	args = append(args, s.project, s.project, s.to.Unix())
 	if !s.from.IsZero() {
 		inner += " AND timestamp >= toDateTime(?)"
 		args = append(args, s.from.Unix())
 	}
+	if len(s.names) > 0 {
+		inner += " AND event IN (" + marks(len(s.names)) + ")"
+		args = append(args, anys(s.names)...)
+	}
 	cmd := commandEvents()
-	inner += " AND " + cmd.sql
+	inner += " WHERE " + cmd.sql
 	args = append(args, cmd.args...)
 	q := "SELECT " + strings.Join(cols, ", ") + " FROM (" + inner + ") ALL INNER JOIN (SELECT " + personCols +
 		" FROM persons FINAL WHERE project_id = ? AND is_deleted = 0) USING pid"
@@ -132,7 +145,7 @@ func (st *Store) match(ctx context.Context, project uint64, f *Filter, e Entity)
 	if err != nil {
 		return scan{}, err
 	}
-	s := scan{project: project, from: f.Range.From, to: f.Range.To, f: fs, where: and(series, global)}
+	s := scan{project: project, from: f.Range.From, to: f.Range.To, f: fs, where: and(series, global), names: st.seriesNames(ctx, project, e)}
 	if f.Range.All {
 		s.from = time.Time{}
 	}
@@ -161,6 +174,58 @@ func (st *Store) match(ctx context.Context, project uint64, f *Filter, e Entity)
 			cond{"positionCaseInsensitiveUTF8(distinct_id, ?) > 0", []any{f.Search}}))
 	}
 	return s, nil
+}
+
+// seriesNames are the event names an entity can match, nil when any:
+// its event, or every step's of its action (nil if a step takes any
+// event or the action cannot be read; seriesCond reports that).
+func (st *Store) seriesNames(ctx context.Context, project uint64, e Entity) []string {
+	if e.Type != "actions" {
+		if e.ID == nil {
+			return nil
+		}
+		return []string{*e.ID}
+	}
+	if st.actions == nil {
+		return nil
+	}
+	a, err := st.actions.Get(ctx, project, e.ActionID)
+	if err != nil || len(a.Steps) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(a.Steps))
+	for _, step := range a.Steps {
+		if step.Event == "" {
+			return nil
+		}
+		names = append(names, step.Event)
+	}
+	return names
+}
+
+// unionNames is the names of a scan matching either of two: nil (any
+// event) when one of them is nil.
+func unionNames(a, b []string) []string {
+	if a == nil || b == nil {
+		return nil
+	}
+	return append(append([]string{}, a...), b...)
+}
+
+// funnelNames are the event names a funnel that is not strict reads
+// (its steps', exclusions' and correlation entity's), nil when any.
+func (st *Store) funnelNames(ctx context.Context, project uint64, fn *Funnel, corr *Entity) []string {
+	names := []string{}
+	for _, e := range fn.Steps {
+		names = unionNames(names, st.seriesNames(ctx, project, e))
+	}
+	for _, x := range fn.Exclusions {
+		names = unionNames(names, st.seriesNames(ctx, project, x.Entity))
+	}
+	if corr != nil {
+		names = unionNames(names, st.seriesNames(ctx, project, *corr))
+	}
+	return names
 }
 
 // noCohorts is the resolver of an API without cohorts: none exists.

@@ -204,6 +204,7 @@ func (st *Store) retentionScan(ctx context.Context, project uint64, f *Filter, r
 		return scan{}, err
 	}
 	s := target
+	s.names = unionNames(target.names, back.names)
 	for k := range back.f.eventKeys {
 		s.f.eventKeys[k] = struct{}{}
 	}
