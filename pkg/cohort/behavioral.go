@@ -36,10 +36,21 @@ var countOperators = map[string]string{"gte": ">=", "lte": "<=", "gt": ">", "lt"
 // ourEvents are the events behavioural filters on an event name count:
 // each with its current owner (pid), so events from before a merge count
 // for the merged person. Events the API's commands produce (they carry
-// $actor) are not behaviour.
-const ourEvents = "SELECT pid, uuid FROM events ALL INNER JOIN (SELECT distinct_id, person_id AS pid FROM person_distinct_ids FINAL " +
-	"WHERE project_id = ? AND is_deleted = 0) USING distinct_id " +
-	"WHERE project_id = ? AND event = ? AND timestamp >= toDateTime(?, 'UTC') AND visitParamHas(properties, '$actor') = 0"
+// $actor) are not behaviour. Scoped to one person, both sides read only
+// its distinct ids (the events through PREWHERE: one column's scan of the
+// window instead of every column's).
+func (r *resolver) ourEvents(event string, since time.Time) (string, []any) {
+	onlyIDs, idArgs := r.onlyPerson("distinct_id")
+	prewhere := ""
+	if r.person != nil {
+		prewhere = " PREWHERE distinct_id IN ?"
+	}
+	sql := "SELECT pid, uuid FROM events ALL INNER JOIN (SELECT distinct_id, person_id AS pid FROM person_distinct_ids FINAL " +
+		"WHERE project_id = ?" + onlyIDs + " AND is_deleted = 0) USING distinct_id" + prewhere +
+		" WHERE project_id = ? AND event = ? AND timestamp >= toDateTime(?, 'UTC') AND visitParamHas(properties, '$actor') = 0"
+	args := append(append([]any{r.project}, idArgs...), idArgs...)
+	return sql, append(args, r.project, event, since.Format(time.DateTime))
+}
 
 // behavioral compiles {"type":"behavioral","key":K,"value":V,
 // "event_type":"events"|"actions","time_value":N,"time_interval":unit}
@@ -65,13 +76,19 @@ func (r *resolver) behavioral(ctx context.Context, f map[string]any) (propfilter
 	if since.Before(time.Unix(0, 0)) {
 		since = time.Unix(0, 0).UTC()
 	}
+	if r.person != nil && len(r.person.distinctIDs) == 0 {
+		// Behaviour is events of the person's distinct ids: none, no behaviour.
+		return propfilter.Clause{SQL: "(1 = 0)"}, nil
+	}
 	if value == "performed_event" && (f["event_type"] == nil || f["event_type"] == "events") {
 		// The cheaper form: owners of the distinct ids that sent it.
 		if event, _ := f["key"].(string); event != "" {
-			return propfilter.Clause{
-				SQL:  ownerOf("SELECT distinct_id FROM events WHERE project_id = ? AND event = ? AND timestamp >= toDateTime(?, 'UTC') AND visitParamHas(properties, '$actor') = 0"),
-				Args: []any{r.project, r.project, event, since.Format(time.DateTime)},
-			}, nil
+			prewhere, args := "", []any{}
+			if r.person != nil {
+				prewhere, args = " PREWHERE distinct_id IN ?", []any{groupSet(r.person.distinctIDs)}
+			}
+			return r.ownerOf("SELECT distinct_id FROM events"+prewhere+" WHERE project_id = ? AND event = ? AND timestamp >= toDateTime(?, 'UTC') AND visitParamHas(properties, '$actor') = 0",
+				append(args, r.project, event, since.Format(time.DateTime))...), nil
 		}
 	}
 	events, args, err := r.behaviourEvents(ctx, f, since)
@@ -107,7 +124,8 @@ func (r *resolver) behaviourEvents(ctx context.Context, f map[string]any, since 
 		if event == "" {
 			return "", nil, invalid("filters", "A behavioral filter needs the event name as key.")
 		}
-		return ourEvents, []any{r.project, r.project, event, since.Format(time.DateTime)}, nil
+		sql, args := r.ourEvents(event, since)
+		return sql, args, nil
 	case "actions":
 		id, err := whole(f["key"], 1<<53)
 		if err != nil {

@@ -267,5 +267,5 @@ func (s *Service) Members(ctx context.Context, projectID, id uint64) (propfilter
 	if err != nil {
 		return propfilter.Clause{}, err
 	}
-	return s.compile(ctx, projectID, c)
+	return s.compile(ctx, projectID, c, nil)
 }

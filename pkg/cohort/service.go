@@ -26,6 +26,8 @@ type Service struct {
 	conn    driver.Conn
 	actions Actions // nil: every action a behavioural filter names is unknown
 	now     func() time.Time
+	// countCache holds the counts persons/cohorts/ answers with.
+	countCache countCache
 }
 
 // Open creates (or binds to) the cohorts bucket; conn is ClickHouse
@@ -39,11 +41,14 @@ func Open(ctx context.Context, js jetstream.JetStream, conn driver.Conn, actions
 	return &Service{records: r, conn: conn, actions: actions, now: time.Now}, nil
 }
 
-// View is a cohort with its current member count (nil when the
-// definition cannot be evaluated, e.g. it names a cohort since deleted).
+// View is a cohort with its member count (nil when the definition cannot
+// be evaluated, e.g. it names a cohort since deleted) at CalculatedAt;
+// Calculating: a newer count is being calculated.
 type View struct {
 	Cohort
-	Count *uint64
+	Count        *uint64
+	CalculatedAt time.Time
+	Calculating  bool
 }
 
 // Create stores a new cohort. A static cohort's members, when given, are
@@ -72,7 +77,7 @@ func (s *Service) Create(ctx context.Context, log Log, projectID uint64, in Inpu
 			return View{}, invalid("filters", "Must contain a 'properties' key with type and values.")
 		}
 		c.Filters = in.Filters
-		if _, err := s.compile(ctx, projectID, c); err != nil {
+		if _, err := s.compile(ctx, projectID, c, nil); err != nil {
 			return View{}, err
 		}
 	}
@@ -218,7 +223,7 @@ func (s *Service) Update(ctx context.Context, projectID, id uint64, in Input) (V
 				return invalid("filters", "A static cohort has members, not filters.")
 			}
 			c.Filters = in.Filters
-			if _, err := s.compile(ctx, projectID, *c); err != nil {
+			if _, err := s.compile(ctx, projectID, *c, nil); err != nil {
 				return err
 			}
 		}
@@ -248,13 +253,16 @@ func (s *Service) Delete(ctx context.Context, projectID, id uint64) error {
 	return err
 }
 
-// PersonCohorts returns the live cohorts the person is a member of, by id.
-func (s *Service) PersonCohorts(ctx context.Context, projectID, personID uint64) ([]View, error) {
+// PersonCohorts returns the live cohorts the person (its id and the
+// distinct ids its row lists) is a member of, by id. Membership is
+// evaluated now, for this person alone; counts are the last calculated
+// ones (CountMaxAge).
+func (s *Service) PersonCohorts(ctx context.Context, projectID, personID uint64, distinctIDs []string) ([]View, error) {
 	all, err := s.live(ctx, projectID)
 	if err != nil {
 		return nil, err
 	}
-	member, err := s.memberships(ctx, projectID, all, personID)
+	member, err := s.memberships(ctx, projectID, all, personScope{id: personID, distinctIDs: distinctIDs})
 	if err != nil {
 		return nil, err
 	}
@@ -264,5 +272,5 @@ func (s *Service) PersonCohorts(ctx context.Context, projectID, personID uint64)
 			in = append(in, c)
 		}
 	}
-	return s.withCounts(ctx, projectID, in)
+	return s.cachedCounts(ctx, projectID, in)
 }

@@ -22,10 +22,42 @@ func readCtx(ctx context.Context) context.Context {
 }
 
 // ownerOf is the condition "the persons row owns one of the distinct ids
-// the subquery selects", through the current owner of each id: a member id
-// merged into another person makes that person the member.
-func ownerOf(sub string) string {
-	return "id IN (SELECT person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND is_deleted = 0 AND distinct_id IN (" + sub + "))"
+// the subquery selects" (sub with its args), through the current owner of
+// each id: a member id merged into another person makes that person the
+// member. Scoped to one person, only that person's ids are looked up.
+func (r *resolver) ownerOf(sub string, args ...any) propfilter.Clause {
+	if r.person == nil {
+		return propfilter.Clause{
+			SQL:  "id IN (SELECT person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND is_deleted = 0 AND distinct_id IN (" + sub + "))",
+			Args: append([]any{r.project}, args...),
+		}
+	}
+	if len(r.person.distinctIDs) == 0 {
+		return propfilter.Clause{SQL: "(1 = 0)"}
+	}
+	return propfilter.Clause{
+		SQL:  "id IN (SELECT person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id IN ? AND is_deleted = 0 AND distinct_id IN (" + sub + "))",
+		Args: append([]any{r.project, groupSet(r.person.distinctIDs)}, args...),
+	}
+}
+
+// personScope is the one person a scoped resolver evaluates membership
+// for: its id and the distinct ids its row lists.
+type personScope struct {
+	id          uint64
+	distinctIDs []string
+}
+
+// onlyPerson narrows a scan of rows with a distinct_id column to the
+// scoped person's ids (empty when not scoped). Conditions of a scoped
+// resolver are exact for that person's row only; the person's membership
+// is all a scoped query asks, so narrowing every inner set to the rows of
+// its distinct ids (key reads instead of project scans) cannot change it.
+func (r *resolver) onlyPerson(column string) (string, []any) {
+	if r.person == nil {
+		return "", nil
+	}
+	return " AND " + column + " IN ?", []any{groupSet(r.person.distinctIDs)}
 }
 
 // Options are the persons list's filter options: cohort filters compiled
@@ -36,10 +68,13 @@ func (s *Service) Options(projectID uint64) propfilter.Options {
 
 // resolver compiles cohort filters of one project; stack holds the cohorts
 // being compiled, so a reference loop is an error instead of a recursion.
+// With person set, conditions are compiled for that person's row only
+// (persons/cohorts/).
 type resolver struct {
 	s       *Service
 	project uint64
 	stack   []uint64
+	person  *personScope
 }
 
 // CohortClause implements propfilter.CohortResolver. Cohorts named inside
@@ -63,10 +98,9 @@ func (r *resolver) CohortClause(ctx context.Context, id uint64) (propfilter.Clau
 // clause is the membership condition of c over a persons row.
 func (r *resolver) clause(ctx context.Context, c Cohort) (propfilter.Clause, error) {
 	if c.IsStatic {
-		return propfilter.Clause{
-			SQL:  ownerOf("SELECT distinct_id FROM cohort_people FINAL WHERE project_id = ? AND cohort_id = ? AND is_deleted = 0"),
-			Args: []any{r.project, r.project, c.ID},
-		}, nil
+		only, args := r.onlyPerson("distinct_id")
+		return r.ownerOf("SELECT distinct_id FROM cohort_people FINAL WHERE project_id = ? AND cohort_id = ?"+only+" AND is_deleted = 0",
+			append([]any{r.project, c.ID}, args...)...), nil
 	}
 	if len(r.stack) >= maxNesting {
 		return propfilter.Clause{}, invalid("filters", "Cohorts are nested deeper than %d levels.", maxNesting)
@@ -85,8 +119,9 @@ func (r *resolver) clause(ctx context.Context, c Cohort) (propfilter.Clause, err
 
 // compile checks that a definition compiles (filters valid, cohorts it
 // names exist, no loop) and returns its condition.
-func (s *Service) compile(ctx context.Context, projectID uint64, c Cohort) (propfilter.Clause, error) {
-	r := &resolver{s: s, project: projectID}
+// With person, the condition holds for that person's row only.
+func (s *Service) compile(ctx context.Context, projectID uint64, c Cohort, person *personScope) (propfilter.Clause, error) {
+	r := &resolver{s: s, project: projectID, person: person}
 	if c.ID != 0 {
 		r.stack = []uint64{c.ID}
 		defer func() { r.stack = nil }()
@@ -103,18 +138,19 @@ func (s *Service) compile(ctx context.Context, projectID uint64, c Cohort) (prop
 const countChunk = 50
 
 // counts returns, per cohort, the live persons of the project that are
-// members (and, with personID > 0, are that person): one statement per
-// chunk of cohorts, each a countIf over one scan of the persons.
+// members (with person, whether that person is: 0 or 1): one statement per
+// chunk of cohorts, each a countIf over one scan of the persons (with
+// person, a key read of its row, the conditions compiled for it alone).
 // A definition that no longer compiles (it names a cohort since removed)
 // has no count (ok false).
-func (s *Service) counts(ctx context.Context, projectID uint64, cohorts []Cohort, personID uint64) (n []uint64, ok []bool, err error) {
+func (s *Service) counts(ctx context.Context, projectID uint64, cohorts []Cohort, person *personScope) (n []uint64, ok []bool, err error) {
 	n, ok = make([]uint64, len(cohorts)), make([]bool, len(cohorts))
 	for start := 0; start < len(cohorts); start += countChunk {
 		var exprs []string
 		var args []any
 		var idx []int
 		for i := start; i < min(start+countChunk, len(cohorts)); i++ {
-			cl, err := s.compile(ctx, projectID, cohorts[i])
+			cl, err := s.compile(ctx, projectID, cohorts[i], person)
 			var ce *Error
 			if errors.As(err, &ce) {
 				continue
@@ -131,9 +167,11 @@ func (s *Service) counts(ctx context.Context, projectID uint64, cohorts []Cohort
 		}
 		sql := "SELECT [" + strings.Join(exprs, ", ") + "] FROM persons FINAL WHERE project_id = ? AND is_deleted = 0"
 		args = append(args, projectID)
-		if personID > 0 {
-			sql += " AND id = ?"
-			args = append(args, personID)
+		if person != nil {
+			// The sort key: every version of the row passes, so PREWHERE
+			// is safe under FINAL (readCtx keeps other filters after it).
+			sql = "SELECT [" + strings.Join(exprs, ", ") + "] FROM persons FINAL PREWHERE project_id = ? AND id = ? WHERE is_deleted = 0"
+			args = append(args, person.id)
 		}
 		var got []uint64
 		if err := s.conn.QueryRow(readCtx(ctx), sql, args...).Scan(&got); err != nil {
@@ -146,24 +184,28 @@ func (s *Service) counts(ctx context.Context, projectID uint64, cohorts []Cohort
 	return n, ok, nil
 }
 
+// withCounts evaluates the cohorts' member counts now (and remembers them
+// for persons/cohorts/, countcache.go).
 func (s *Service) withCounts(ctx context.Context, projectID uint64, cohorts []Cohort) ([]View, error) {
-	n, ok, err := s.counts(ctx, projectID, cohorts, 0)
+	at := s.now().UTC()
+	n, ok, err := s.counts(ctx, projectID, cohorts, nil)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]View, len(cohorts))
 	for i, c := range cohorts {
-		out[i] = View{Cohort: c}
+		out[i] = View{Cohort: c, CalculatedAt: at}
 		if ok[i] {
 			out[i].Count = &n[i]
 		}
+		s.countCache.put(projectID, out[i])
 	}
 	return out, nil
 }
 
 // memberships reports, per cohort, whether the person is a member.
-func (s *Service) memberships(ctx context.Context, projectID uint64, cohorts []Cohort, personID uint64) ([]bool, error) {
-	n, ok, err := s.counts(ctx, projectID, cohorts, personID)
+func (s *Service) memberships(ctx context.Context, projectID uint64, cohorts []Cohort, person personScope) ([]bool, error) {
+	n, ok, err := s.counts(ctx, projectID, cohorts, &person)
 	if err != nil {
 		return nil, err
 	}

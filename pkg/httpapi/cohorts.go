@@ -26,9 +26,11 @@ const cohortBody = 8 << 20
 // filters in the persons list (docs/cohorts.md).
 func (a *API) SetCohorts(s *cohort.Service) { a.cohorts = s }
 
-// cohortJSON is PostHog's cohort shape. Membership is evaluated when read,
-// so a cohort is never calculating and last_calculation is the answer's
-// time; keys act for organizations, so created_by is null.
+// cohortJSON is PostHog's cohort shape. Membership is evaluated when read;
+// last_calculation is the time of the count (the answer's, except in
+// persons/cohorts/, which answers with the last count and is_calculating
+// while a newer one is calculated); keys act for organizations, so
+// created_by is null.
 type cohortJSON struct {
 	ID                uint64          `json:"id"`
 	Name              *string         `json:"name"`
@@ -54,7 +56,7 @@ func toCohortJSON(v cohort.View) cohortJSON {
 		groups = json.RawMessage("[]")
 	}
 	return cohortJSON{ID: v.ID, Name: v.Name, Description: v.Description, Groups: groups, Deleted: v.Deleted,
-		Filters: v.Filters, CreatedAt: v.CreatedAt, LastCalculation: time.Now().UTC().Truncate(time.Millisecond),
+		Filters: v.Filters, CreatedAt: v.CreatedAt, LastCalculation: v.CalculatedAt.UTC().Truncate(time.Millisecond), IsCalculating: v.Calculating,
 		Count: v.Count, IsStatic: v.IsStatic, CohortType: v.Type(), ExperimentSet: []any{}}
 }
 
@@ -291,7 +293,7 @@ func (a *API) personCohorts(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		return invalid("person_id", "A person is identified by its integer id or its uuid.")
 	}
-	views, err := a.cohorts.PersonCohorts(r.Context(), proj.ID, p.ID)
+	views, err := a.cohorts.PersonCohorts(r.Context(), proj.ID, p.ID, p.DistinctIDs)
 	if err != nil {
 		return err
 	}
