@@ -44,7 +44,7 @@ func TestValuesCache(t *testing.T) {
 	}
 	// Full: the stale answers go, the fresh one stays.
 	for i := range maxValuesEntries - 1 {
-		c.put(valuesKey{project: 3, key: "k", contains: string(rune('a'+i%26)) + string(rune(i))}, nil, t0)
+		c.put(valuesKey{project: 3, key: "k", contains: string(rune('a' + i%26)) + string(rune(i))}, nil, t0)
 	}
 	c.put(valuesKey{project: 4, key: "new"}, v1, late.Add(ValuesMaxAge))
 	if len(c.m) != 2 {
