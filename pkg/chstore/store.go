@@ -67,7 +67,6 @@ func (c *Config) defaults() {
 type Store struct {
 	conn     driver.Conn // a classifyingConn
 	database string
-	values   valuesCache // PropertyValues' recent answers (values.go)
 }
 
 // Open connects and pings. It creates the database when it is missing, so
