@@ -2,6 +2,7 @@ package cohort
 
 import (
 	"context"
+	"crypto/sha256"
 	"sync"
 	"time"
 )
@@ -20,27 +21,29 @@ const CountMaxAge = time.Minute
 const countRefreshTimeout = 5 * time.Minute
 
 // countCache holds the last count of each cohort, per project. The zero
-// value is ready. Entries are replaced, never added per definition, so it
-// holds one entry per cohort.
+// value is ready. Entries are replaced, never added per definition, and
+// dropped when their cohort is deleted, so it holds one small entry per
+// live cohort counted.
 type countCache struct {
 	mu sync.Mutex
 	m  map[[2]uint64]*countEntry
 }
 
 type countEntry struct {
-	def        string // the definition counted: another is not this count
+	def        [sha256.Size]byte // digest of the definition counted: another is not this count
 	count      *uint64
 	at         time.Time
 	refreshing bool
 }
 
 // definition identifies what a count is of: a PATCH of the filters makes
-// the count of the old ones useless.
-func definition(c Cohort) string {
+// the count of the old ones useless. A digest, not the filters (up to the
+// cohort body limit, 8 MiB), so an entry stays small.
+func definition(c Cohort) [sha256.Size]byte {
 	if c.IsStatic {
-		return "static"
+		return sha256.Sum256([]byte("static"))
 	}
-	return string(c.Filters)
+	return sha256.Sum256(append([]byte("dynamic:"), c.Filters...))
 }
 
 // put remembers a count calculated at v.CalculatedAt, unless a later one
@@ -71,6 +74,13 @@ func (cc *countCache) get(projectID uint64, c Cohort, now time.Time) (v View, fo
 		e.refreshing, refresh = true, true
 	}
 	return View{Cohort: c, Count: e.count, CalculatedAt: e.at, Calculating: e.refreshing}, true, refresh
+}
+
+// drop forgets the count of a cohort (deleted).
+func (cc *countCache) drop(projectID, id uint64) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	delete(cc.m, [2]uint64{projectID, id})
 }
 
 // done clears the refreshing marks of a recalculation that failed, so
@@ -114,14 +124,59 @@ func (s *Service) cachedCounts(ctx context.Context, projectID uint64, cohorts []
 	}
 	if len(stale) > 0 {
 		// Detached from the request (which ends first), bounded by its own
-		// timeout; a failure leaves the old count, retried by a later read.
-		go func() {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), countRefreshTimeout)
+		// timeout and stopped by Close; a failure leaves the old count,
+		// retried by a later read.
+		started := s.refreshes.start(func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, countRefreshTimeout)
 			defer cancel()
 			if _, err := s.withCounts(ctx, projectID, stale); err != nil {
 				s.countCache.done(projectID, stale)
 			}
-		}()
+		})
+		if !started {
+			s.countCache.done(projectID, stale)
+		}
 	}
 	return out, nil
+}
+
+// background runs the service's background work (count refreshes) so that
+// Close can stop it: cancelled, then waited for, before the ClickHouse
+// connection it uses is closed.
+type background struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newBackground() *background {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &background{ctx: ctx, cancel: cancel}
+}
+
+// start runs f in a goroutine with the background's context; false (f not
+// run) once closed.
+func (b *background) start(f func(ctx context.Context)) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		f(b.ctx)
+	}()
+	return true
+}
+
+// close cancels the running work, waits for it, and refuses new work.
+func (b *background) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.cancel()
+	b.wg.Wait()
 }

@@ -28,6 +28,8 @@ type Service struct {
 	now     func() time.Time
 	// countCache holds the counts persons/cohorts/ answers with.
 	countCache countCache
+	// refreshes recalculates stale counts in the background.
+	refreshes *background
 }
 
 // Open creates (or binds to) the cohorts bucket; conn is ClickHouse
@@ -38,8 +40,12 @@ func Open(ctx context.Context, js jetstream.JetStream, conn driver.Conn, actions
 	if err != nil {
 		return nil, fmt.Errorf("cohort: %w", err)
 	}
-	return &Service{records: r, conn: conn, actions: actions, now: time.Now}, nil
+	return &Service{records: r, conn: conn, actions: actions, now: time.Now, refreshes: newBackground()}, nil
 }
+
+// Close stops the background recalculation of counts and waits for it;
+// call it before closing the ClickHouse connection.
+func (s *Service) Close() { s.refreshes.close() }
 
 // View is a cohort with its member count (nil when the definition cannot
 // be evaluated, e.g. it names a cohort since deleted) at CalculatedAt;
@@ -249,6 +255,9 @@ func (s *Service) Delete(ctx context.Context, projectID, id uint64) error {
 	})
 	if errors.Is(err, kvjson.ErrNotFound) {
 		return ErrNotFound
+	}
+	if err == nil {
+		s.countCache.drop(projectID, id)
 	}
 	return err
 }

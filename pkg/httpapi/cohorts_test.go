@@ -37,6 +37,7 @@ func enableCohorts(t *testing.T, api *API, js jetstream.JetStream, store *chstor
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(cohorts.Close) // before ClickHouse stops (cleanups run last first)
 	api.SetActions(actions)
 	api.SetCohorts(cohorts)
 	api.SetInsights(insights)

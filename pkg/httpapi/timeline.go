@@ -99,8 +99,12 @@ func (a *API) propertiesTimeline(w http.ResponseWriter, r *http.Request) error {
 	for i, e := range events {
 		list[i] = timeline.Event{Name: e.Name, Timestamp: e.Timestamp, Properties: e.Properties}
 	}
+	points, err := timeline.Build(list, tq)
+	if err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"points":                timeline.Build(list, tq),
+		"points":                points,
 		"crucial_property_keys": tq.Keys,
 		"effective_date_from":   from.Format(time.RFC3339),
 		"effective_date_to":     to.Format(time.RFC3339),

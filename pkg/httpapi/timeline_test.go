@@ -73,3 +73,32 @@ func TestEveryPersonsRouteTakesCSV(t *testing.T) {
 	}
 	wantError(t, e.get(e.keyAll, path+"activity/?format=yaml"), 400, "validation_error", "invalid_input")
 }
+
+// TestPropertiesTimelineIsBounded: every point carries all the person's
+// properties, so one event setting many properties and then many small
+// changes of a crucial key (anyone with the project token can send them)
+// would make an answer of points × properties; past timeline.DefaultMaxBytes
+// it is a 400 naming the window, and a narrower window answers.
+func TestPropertiesTimelineIsBounded(t *testing.T) {
+	e := newEnv(t)
+	var set []string
+	for i := 0; i < 1000; i++ {
+		set = append(set, fmt.Sprintf(`"k%d":%q`, i, strings.Repeat("v", 100)))
+	}
+	events := []string{`{"event":"e","distinct_id":"u","$set":{` + strings.Join(set, ",") + `}}`}
+	for i := 0; i < 200; i++ {
+		events = append(events, fmt.Sprintf(`{"event":"e","distinct_id":"u","$set":{"c":%d}}`, i))
+	}
+	e.ingest(e.projectA.ID, events...) // event i at 2026-05-01 00:00 + i minutes
+	path, _ := e.personPath("u")
+	q := url.Values{"properties": {`[{"key":"c","operator":"is_set","type":"person"}]`}, "date_from": {"2026-05-01"}, "date_to": {"2026-05-02"}}
+	r := e.get(e.keyAll, path+"properties_timeline/?"+q.Encode())
+	if m := wantError(t, r, 400, "validation_error", "invalid_input"); m["attr"] != "date_from" {
+		t.Fatalf("attr: %v", m)
+	}
+	q.Set("date_to", "2026-05-01T00:10:00Z")
+	m := e.get(e.keyAll, path+"properties_timeline/?"+q.Encode()).json(t)
+	if n := len(m["points"].([]any)); n != 11 {
+		t.Fatalf("narrow window: %d points", n)
+	}
+}

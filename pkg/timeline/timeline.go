@@ -5,11 +5,29 @@ package timeline
 import (
 	"bytes"
 	"encoding/json"
-	"maps"
+	"fmt"
 	"reflect"
 	"sort"
 	"time"
 )
+
+// DefaultMaxBytes bounds the JSON of the points' properties of one
+// timeline. Each point carries all of the person's properties, so without
+// a bound the answer grows as points × properties: 250 KB of events (one
+// event setting 2,000 properties, then 2,000 events changing a crucial
+// key) made a 440 MB answer, built in memory.
+const DefaultMaxBytes = 16 << 20
+
+// TooLargeError: the timeline's points would exceed the byte bound; a
+// narrower window (or fewer relevant events) has fewer points.
+type TooLargeError struct{ Max int }
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("The timeline's points hold more than %d bytes of properties; narrow date_from/date_to or the relevant events.", e.Max)
+}
+
+// Field is the input to narrow (httpapi maps it to a 400 with this attr).
+func (e *TooLargeError) Field() string { return "date_from" }
 
 // Event is one stored event of the person, in stream order.
 type Event struct {
@@ -21,10 +39,12 @@ type Event struct {
 // Point is a period that starts at Timestamp during which the crucial
 // properties kept their values. Properties holds all of the person's
 // properties at Timestamp (not only the crucial ones), as PostHog shows them.
+// Properties is their JSON, encoded when the point starts (the state
+// changes after it).
 type Point struct {
-	Timestamp          time.Time      `json:"timestamp"`
-	Properties         map[string]any `json:"properties"`
-	RelevantEventCount int            `json:"relevant_event_count"`
+	Timestamp          time.Time       `json:"timestamp"`
+	Properties         json.RawMessage `json:"properties"`
+	RelevantEventCount int             `json:"relevant_event_count"`
 }
 
 // Query selects what the timeline shows.
@@ -35,14 +55,17 @@ type Query struct {
 	Keys []string
 	// Events names the relevant events; empty means every event.
 	Events []string
+	// MaxBytes bounds the points' properties JSON (0: DefaultMaxBytes).
+	MaxBytes int
 }
 
 // Build folds the events' property changes in order ($set_once, $set,
 // $unset, as the ingester does) and returns one point per change of the
 // crucial keys among the relevant events inside the window. Events before
 // the window only set the starting state. Without crucial keys there is at
-// most one point (PostHog: without filters no change is relevant).
-func Build(events []Event, q Query) []Point {
+// most one point (PostHog: without filters no change is relevant). Points
+// whose properties exceed q.MaxBytes in all are a *TooLargeError.
+func Build(events []Event, q Query) ([]Point, error) {
 	relevant := map[string]bool{}
 	for _, e := range q.Events {
 		relevant[e] = true
@@ -50,6 +73,11 @@ func Build(events []Event, q Query) []Point {
 	state := map[string]any{}
 	points := []Point{}
 	var current map[string]any
+	budget := q.MaxBytes
+	if budget <= 0 {
+		budget = DefaultMaxBytes
+	}
+	size := 0
 	for _, ev := range events {
 		apply(state, ev.Properties)
 		if ev.Timestamp.Before(q.From) || ev.Timestamp.After(q.To) {
@@ -60,12 +88,21 @@ func Build(events []Event, q Query) []Point {
 		}
 		view := project(state, q.Keys)
 		if current == nil || !reflect.DeepEqual(view, current) {
-			points = append(points, Point{Timestamp: ev.Timestamp.UTC(), Properties: maps.Clone(state)})
+			// Encoding costs what the point weighs, so the bound also
+			// bounds the work.
+			raw, err := json.Marshal(state)
+			if err != nil {
+				return nil, err
+			}
+			if size += len(raw); size > budget {
+				return nil, &TooLargeError{Max: budget}
+			}
+			points = append(points, Point{Timestamp: ev.Timestamp.UTC(), Properties: raw})
 			current = view
 		}
 		points[len(points)-1].RelevantEventCount++
 	}
-	return points
+	return points, nil
 }
 
 // project is the part of state that decides where points start: the

@@ -2,7 +2,10 @@ package timeline
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -17,7 +20,10 @@ func TestBuild(t *testing.T) {
 		{"e", at(5), `{"$unset":["plan"]}`},
 		{"e", at(9), `{"$set":{"plan":"late"}}`},
 	}
-	got := Build(events, Query{From: at(2), To: at(6), Keys: []string{"plan"}})
+	got, err := Build(events, Query{From: at(2), To: at(6), Keys: []string{"plan"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	raw, _ := json.Marshal(got)
 	// Each point holds every property at its start, not only the crucial
 	// ones (PostHog: {"foo":"abc","bar":123}, not {"bar":123}).
@@ -28,12 +34,12 @@ func TestBuild(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", raw, want)
 	}
 	// Only "pay" events are relevant.
-	got = Build(events, Query{From: at(0), To: at(10), Keys: []string{"n"}, Events: []string{"pay"}})
-	if len(got) != 1 || got[0].RelevantEventCount != 1 || len(got[0].Properties) != 2 {
+	got, _ = Build(events, Query{From: at(0), To: at(10), Keys: []string{"n"}, Events: []string{"pay"}})
+	if len(got) != 1 || got[0].RelevantEventCount != 1 || string(got[0].Properties) != `{"n":2,"plan":"pro"}` {
 		t.Fatalf("relevant events: %+v", got)
 	}
-	if got := Build(nil, Query{From: at(0), To: at(1)}); got == nil || len(got) != 0 {
-		t.Fatalf("empty: %#v", got)
+	if got, err := Build(nil, Query{From: at(0), To: at(1)}); err != nil || got == nil || len(got) != 0 {
+		t.Fatalf("empty: %#v %v", got, err)
 	}
 }
 
@@ -52,13 +58,45 @@ func TestBuildWithoutCrucialKeys(t *testing.T) {
 		events []string
 		count  int
 	}{{[]string{"$pageview"}, 3}, {nil, 4}} {
-		got := Build(events, Query{From: at(0), To: at(10), Events: tc.events})
+		got, _ := Build(events, Query{From: at(0), To: at(10), Events: tc.events})
 		raw, _ := json.Marshal(got)
 		want := `[{"timestamp":"2026-01-01T01:00:00Z","properties":{"bar":456,"foo":"abc"},"relevant_event_count":` +
 			strconv.Itoa(tc.count) + `}]`
 		if string(raw) != want {
 			t.Fatalf("events %v:\n got %s\nwant %s", tc.events, raw, want)
 		}
+	}
+}
+
+// TestBuildIsBounded: each point carries all of the person's properties,
+// so a few events (one setting many properties, then many changing a
+// crucial key) would make an answer of points × properties; past MaxBytes
+// Build refuses instead of building it.
+func TestBuildIsBounded(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var set []string
+	for i := 0; i < 200; i++ {
+		set = append(set, fmt.Sprintf(`"k%d":%q`, i, strings.Repeat("v", 100)))
+	}
+	events := []Event{{"e", at, `{"$set":{` + strings.Join(set, ",") + `}}`}}
+	for i := 0; i < 500; i++ {
+		events = append(events, Event{"e", at.Add(time.Duration(i+1) * time.Second), fmt.Sprintf(`{"$set":{"c":%d}}`, i)})
+	}
+	q := Query{From: at, To: at.Add(time.Hour), Keys: []string{"c"}}
+	// 501 points of ~23 KB: ~11.5 MB, under the default bound.
+	if got, err := Build(events, q); err != nil || len(got) != 501 {
+		t.Fatalf("default bound: %d points, %v", len(got), err)
+	}
+	q.MaxBytes = 1 << 20
+	got, err := Build(events, q)
+	var tooLarge *TooLargeError
+	if !errors.As(err, &tooLarge) || got != nil || tooLarge.Field() != "date_from" {
+		t.Fatalf("over 1 MiB: %d points, %v", len(got), err)
+	}
+	// A narrower window has fewer points and fits.
+	q.To = at.Add(20 * time.Second)
+	if got, err := Build(events, q); err != nil || len(got) != 21 {
+		t.Fatalf("narrow window: %d points, %v", len(got), err)
 	}
 }
 

@@ -101,5 +101,10 @@ func Build(ctx context.Context, d Deps) (api *httpapi.API, ready func(context.Co
 	}
 	api.SetCapture(publisher)
 	ok = true
-	return api, ready, watcher.Stop, nil
+	// Background count refreshes stop before the caller closes ClickHouse.
+	stopAll := func() {
+		cohorts.Close()
+		watcher.Stop()
+	}
+	return api, ready, stopAll, nil
 }
