@@ -53,15 +53,7 @@ func goals(r *Result, o options, p plan) []Goal {
 		out = append(out, latGoal("G4", fmt.Sprintf("GET person p99, c=%d, while ingesting, vs bare driver idle", c), "<= 3x", 3,
 			api(nameGet, "ingesting", c), raw(nameGet, c)))
 	}
-	for _, c := range []int{1, 16} {
-		out = append(out, latGoal("G5", fmt.Sprintf("list first page p99, c=%d, vs bare driver same SQL", c), "<= 1.2x", 1.2,
-			api(nameList, "idle", c), raw(nameList, c)))
-		out = append(out, latGoal("G5", fmt.Sprintf("list with property filter p99, c=%d, vs bare driver", c), "<= 1.2x", 1.2,
-			api(nameListFiltered, "idle", c), raw(nameListFiltered, c)))
-	}
-	if l := api(nameList, "idle", 1); l.N > 0 {
-		out = append(out, goal("G5", "list first page p99, c=1, absolute", "<= 100 ms", fmt.Sprintf("%.1f ms", l.P99ms), l.P99ms, l.P99ms <= 100))
-	}
+	out = append(out, g5Goals(r, latGoal)...)
 	for _, c := range []struct {
 		load  string
 		l     Latency

@@ -22,6 +22,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,6 +42,7 @@ type plan struct {
 	patchLoad     int
 	soak          time.Duration
 	soakRate      int
+	g5fSizes      []int // G5f's project sizes, in order
 }
 
 func planFor(quick bool) plan {
@@ -47,12 +50,12 @@ func planFor(quick bool) plan {
 		return plan{mode: "quick", events: 50_000, ids: 10_000, persons: 50_000, deletePersons: 1_000,
 			get1: budget{300, 2 * time.Second}, get16: budget{600, 2 * time.Second},
 			list1: budget{25, 2 * time.Second}, list16: budget{48, 2 * time.Second},
-			patchIdle: 40, patchLoad: 8}
+			patchIdle: 40, patchLoad: 8, g5fSizes: []int{100_000}}
 	}
 	return plan{mode: "full", events: 1_000_000, ids: 200_000, persons: 1_000_000, deletePersons: 10_000,
 		get1: budget{1000, 20 * time.Second}, get16: budget{4000, 20 * time.Second},
 		list1: budget{100, 20 * time.Second}, list16: budget{200, 20 * time.Second},
-		patchIdle: 200, patchLoad: 40, soak: 10 * time.Minute, soakRate: 4000}
+		patchIdle: 200, patchLoad: 40, soak: 10 * time.Minute, soakRate: 4000, g5fSizes: []int{100_000, 1_000_000, 5_000_000}}
 }
 
 type options struct {
@@ -63,7 +66,8 @@ type options struct {
 	soakRate   int
 	rssCeiling int64
 	keep       bool
-	only       string // "": every phase; "g10": ingest and fill, then G10 alone
+	only       string // "": every phase; "g10": ingest and fill, then G10 alone; "g5": then the reads and G5f
+	g5fSizes   string // comma-separated persons, overriding the plan's G5f sizes
 }
 
 func main() {
@@ -84,7 +88,8 @@ func main() {
 	var ceiling int64
 	fs.Int64Var(&ceiling, "rss-ceiling-mib", 1024, "documented ingester RSS ceiling (G8) at the default max-cached-persons")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (ClickHouse and NATS data, logs)")
-	fs.StringVar(&o.only, "only", "", "run one phase: g10 (the persons are still ingested and filled first)")
+	fs.StringVar(&o.only, "only", "", "run one phase: g10, or g5 (the reads, G4 and G5, and G5f); the persons are still ingested and filled first")
+	fs.StringVar(&o.g5fSizes, "g5f-sizes", "", "G5f's project sizes in persons, comma-separated (default 100000,1000000,5000000; quick 100000; \"none\" skips G5f)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
@@ -92,8 +97,8 @@ func main() {
 		os.Exit(2)
 	}
 	o.rssCeiling = ceiling << 20
-	if o.only != "" && o.only != "g10" {
-		fmt.Fprintf(os.Stderr, "bench: -only %q: the only phase that runs alone is g10\n", o.only)
+	if o.only != "" && o.only != "g10" && o.only != "g5" {
+		fmt.Fprintf(os.Stderr, "bench: -only %q: the phases that run alone are g10 and g5\n", o.only)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -121,6 +126,13 @@ func run(ctx context.Context, o options) error {
 	}
 	if p.soakRate == 0 {
 		p.soakRate = 4000
+	}
+	if o.g5fSizes != "" {
+		sizes, err := parseSizes(o.g5fSizes)
+		if err != nil {
+			return err
+		}
+		p.g5fSizes = sizes
 	}
 	res := &Result{Started: time.Now().UTC(), Mode: p.mode, LoadAvg: [2]float64{loadAvg(), 0}}
 	lg := progressLog{start: time.Now()}
@@ -190,4 +202,20 @@ func cpuProfile(path string) func() {
 		return func() {}
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }
+}
+
+// parseSizes reads -g5f-sizes: ascending persons counts, or "none".
+func parseSizes(v string) ([]int, error) {
+	if v == "none" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 || (len(out) > 0 && n <= out[len(out)-1]) {
+			return nil, fmt.Errorf("-g5f-sizes %q: want ascending positive counts, e.g. 100000,1000000", v)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -25,22 +24,17 @@ import (
 	"github.com/personhub/personhub/pkg/httpapi"
 	"github.com/personhub/personhub/pkg/insight"
 	"github.com/personhub/personhub/pkg/progress"
-	"github.com/personhub/personhub/pkg/propfilter"
 )
 
-// The API's SQL, copied verbatim from pkg/chstore/persons.go (getPerson,
-// ListQuery.where, ListPersons) so the bare driver runs exactly what the
-// store runs. Keep in step with that file.
+// GET person's SQL, copied verbatim from pkg/chstore/persons.go
+// (getPerson) so the bare driver runs exactly what the store runs: G4's
+// baseline, and G5's (issue #12: a page of the list should cost about
+// what reading a person by key costs). Keep in step with that file.
 const (
 	sqlPersonColumns = "id, uuid, properties, distinct_ids, created_at, is_identified"
 	sqlGetPerson     = "SELECT " + sqlPersonColumns + " FROM persons FINAL WHERE project_id = ? AND id = ? AND is_deleted = 0 ORDER BY id DESC LIMIT 1"
-	sqlListWhere     = "project_id = ? AND is_deleted = 0"
-	sqlListCount     = "SELECT count() FROM persons FINAL WHERE "
-	sqlListPage      = "SELECT " + sqlPersonColumns + " FROM persons FINAL WHERE "
-	sqlListOrder     = " ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
 	// listFilter is the property filter of the filtered list runs.
 	listFilter = `[{"key":"plan","value":"enterprise","operator":"exact","type":"person"}]`
-	pageSize   = httpapi.DefaultLimit
 )
 
 // rawCtx carries the setting the store's reads carry.
@@ -77,26 +71,6 @@ func rawGetPerson(ctx context.Context, conn driver.Conn, project, id uint64) err
 	if err == nil && n != 1 {
 		err = fmt.Errorf("person %d: %d rows", id, n)
 	}
-	return err
-}
-
-// rawList runs the list's two statements (count, first page) as ListPersons does.
-func rawList(ctx context.Context, conn driver.Conn, project uint64, filter propfilter.Clause) error {
-	ctx = rawCtx(ctx)
-	where, args := sqlListWhere, []any{project}
-	if filter.SQL != "" {
-		where += " AND " + filter.SQL
-		args = append(args, filter.Args...)
-	}
-	var total uint64
-	if err := conn.QueryRow(ctx, sqlListCount+where, args...).Scan(&total); err != nil {
-		return err
-	}
-	rows, err := conn.Query(ctx, sqlListPage+where+sqlListOrder, append(args, pageSize, 0)...)
-	if err != nil {
-		return err
-	}
-	_, err = rawScan(rows)
 	return err
 }
 
@@ -188,14 +162,6 @@ func (a *apiServer) get(ctx context.Context, path string) ([]byte, error) {
 
 func (a *apiServer) personPath(id uint64) string {
 	return fmt.Sprintf("/api/projects/%d/persons/%d/", a.project, id)
-}
-
-func (a *apiServer) listPath(filtered bool) string {
-	p := fmt.Sprintf("/api/projects/%d/persons/", a.project)
-	if filtered {
-		p += "?properties=" + url.QueryEscape(listFilter)
-	}
-	return p
 }
 
 // patchVisible measures person writes: PATCH a marker property, then GET

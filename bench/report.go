@@ -73,6 +73,8 @@ type Project struct {
 	Purge            *Purge     `json:"purge,omitempty"`
 	PurgeErr         string     `json:"purge_error,omitempty"`
 	Soak             *Soak      `json:"soak,omitempty"`
+	G5f              []G5fPoint `json:"g5f"`
+	G5fErr           string     `json:"g5f_error,omitempty"`
 	G10              []Latency  `json:"g10"`
 	G10Err           string     `json:"g10_error,omitempty"`
 }

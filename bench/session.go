@@ -96,15 +96,21 @@ func (s *session) run(ctx context.Context) error {
 	if err := s.fill(ctx); err != nil {
 		return fmt.Errorf("fill persons: %w", err)
 	}
-	if all {
+	if all || s.o.only == "g5" {
 		if err := s.reads(ctx); err != nil {
 			return fmt.Errorf("reads: %w", err)
 		}
+		if err := s.g5f(ctx); err != nil {
+			s.res.Project.G5fErr = err.Error()
+			s.lg.f("G5f failed: %v", err)
+		}
 	}
 	// G10 before the purge, which deletes persons its events belong to.
-	if err := s.g10(ctx); err != nil {
-		s.res.Project.G10Err = err.Error()
-		s.lg.f("G10 failed: %v", err)
+	if all || s.o.only == "g10" {
+		if err := s.g10(ctx); err != nil {
+			s.res.Project.G10Err = err.Error()
+			s.lg.f("G10 failed: %v", err)
+		}
 	}
 	if !all {
 		return ctx.Err()

@@ -73,6 +73,7 @@ type API struct {
 	publicURL *url.URL
 	requests  *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
+	listTime  *prometheus.HistogramVec // persons list pages by filter kind (listFilterKind)
 	ready     func(ctx context.Context) error
 	plugins   *plugin.Service // nil: plugin routes are not served (SetPlugins)
 	writes    *PersonWrites
@@ -108,7 +109,12 @@ func New(cfg Config, store Persons, keys ControlPlane, logger *slog.Logger, reg 
 	}
 	a.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "api", Name: "requests_total", Help: "HTTP requests by route and status."}, []string{"route", "method", "status"})
 	a.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "api", Name: "request_seconds", Help: "HTTP request latency by route.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route", "method"})
-	reg.MustRegister(a.requests, a.latency)
+	// The list's cost depends on its filter far more than on its route:
+	// a filter label tells a slow unfiltered page from a slow property scan.
+	a.listTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "api", Name: "persons_list_seconds",
+		Help:    "Persons list pages (JSON) by filter kind: none, indexed (distinct_id, email, search), property.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"filter"})
+	reg.MustRegister(a.requests, a.latency, a.listTime)
 	return a, nil
 }
 

@@ -43,7 +43,8 @@ type env struct {
 	keyAID   string
 	// writeWait is how long writes wait for the ingester.
 	writeWait time.Duration
-	ingesting bool // publishEvents started the ingester
+	ingesting bool                 // publishEvents started the ingester
+	reg       *prometheus.Registry // the API's metrics
 }
 
 func newEnv(t *testing.T) *env {
@@ -78,6 +79,7 @@ func newEnvWait(t *testing.T, wait time.Duration) *env {
 	e.keyB, _, _ = cp.CreateKey(ctx, orgB.ID, "b", []string{"*"})
 
 	reg := prometheus.NewRegistry()
+	e.reg = reg
 	api, err := New(Config{}, store, cp, log, reg, store.Ping)
 	if err != nil {
 		t.Fatal(err)

@@ -56,10 +56,26 @@ func (a *API) listPersons(w http.ResponseWriter, r *http.Request) error {
 		ProjectID: proj.ID, DistinctID: q.Get("distinct_id"), Email: q.Get("email"),
 		Search: q.Get("search"), Properties: filter, Limit: win.Limit, Offset: win.Offset,
 	}
+	start := time.Now()
 	return a.queryPersons(w, r, query, win, csv, func(results []person.Person, total uint64) {
 		next, prev := a.pageLinks(r, win, total)
 		writeJSON(w, http.StatusOK, envelope{Count: total, Next: next, Previous: prev, Results: results})
+		a.listTime.WithLabelValues(listFilterKind(query)).Observe(time.Since(start).Seconds())
 	})
+}
+
+// listFilterKind is the filter label of api_persons_list_seconds: a
+// property filter scans the project whatever else narrows it, so it wins
+// over the indexed filters (distinct id, email, search).
+func listFilterKind(q chstore.ListQuery) string {
+	switch {
+	case q.Properties.SQL != "":
+		return "property"
+	case q.DistinctID != "" || q.Email != "" || q.Search != "":
+		return "indexed"
+	default:
+		return "none"
+	}
 }
 
 // queryPersons answers a persons query: as CSV (every match when no limit
