@@ -33,7 +33,7 @@ func (s *Store) LoadDistinctIDs(ctx context.Context, projectID uint64, ids []str
 	out := make(map[string]fold.DistinctIDRow, len(ids))
 	for start := 0; start < len(ids); start += chunk {
 		part := ids[start:min(start+chunk, len(ids))]
-		rows, err := s.conn.Query(ctx, `SELECT distinct_id, person_id, is_deleted, version, prev_person_id, prev_is_deleted, prev_version
+		rows, err := s.conn.Query(ctx, `SELECT distinct_id, person_id, is_deleted, version, prev_person_id, prev_is_deleted, prev_version, first_seq
 			FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id IN ?`, projectID, set(part))
 		if err != nil {
 			return nil, err
@@ -41,7 +41,7 @@ func (s *Store) LoadDistinctIDs(ctx context.Context, projectID uint64, ids []str
 		for rows.Next() {
 			r := fold.DistinctIDRow{ProjectID: projectID}
 			var del, prevDel uint8
-			if err := rows.Scan(&r.DistinctID, &r.PersonID, &del, &r.Version, &r.Prev.PersonID, &prevDel, &r.Prev.Version); err != nil {
+			if err := rows.Scan(&r.DistinctID, &r.PersonID, &del, &r.Version, &r.Prev.PersonID, &prevDel, &r.Prev.Version, &r.FirstSeq); err != nil {
 				rows.Close()
 				return nil, err
 			}
@@ -115,7 +115,8 @@ type BatchMarker struct {
 // static cohort members
 // (the last two exist only when the fold applied a change, so they precede
 // the person rows that show it applied), then persons, then distinct ids
-// and warnings, and last the marker that commits the batch.
+// with their overrides and warnings, and last the marker that commits the
+// batch.
 func (s *Store) WriteBatch(ctx context.Context, events []EventRow, b fold.Batch, m BatchMarker) error {
 	if err := s.WriteRows(ctx, events, b); err != nil {
 		return err
@@ -145,6 +146,7 @@ func (s *Store) WriteRows(ctx context.Context, events []EventRow, b fold.Batch) 
 	}
 	return concurrently(
 		func() error { return wrap("write distinct ids", s.writeDistinctIDs(ctx, b.DistinctIDs)) },
+		func() error { return wrap("write distinct id overrides", s.writeOverrides(ctx, b.DistinctIDs)) },
 		func() error { return wrap("write warnings", s.writeWarnings(ctx, b.Warnings)) },
 	)
 }
@@ -227,13 +229,40 @@ func (s *Store) writeDistinctIDs(ctx context.Context, rows []fold.DistinctIDRow)
 	if len(rows) == 0 {
 		return nil
 	}
-	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO person_distinct_ids (project_id, distinct_id, person_id, is_deleted, version, prev_person_id, prev_is_deleted, prev_version)`)
+	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO person_distinct_ids (project_id, distinct_id, person_id, is_deleted, version, prev_person_id, prev_is_deleted, prev_version, first_seq)`)
 	if err != nil {
 		return err
 	}
 	for _, r := range rows {
 		if err := batch.Append(r.ProjectID, r.DistinctID, r.PersonID, boolByte(r.IsDeleted), r.Version,
-			r.Prev.PersonID, boolByte(r.Prev.IsDeleted), r.Prev.Version); err != nil {
+			r.Prev.PersonID, boolByte(r.Prev.IsDeleted), r.Prev.Version, r.FirstSeq); err != nil {
+			batch.Abort()
+			return err
+		}
+	}
+	return batch.Send()
+}
+
+// writeOverrides writes the distinct id rows that are overrides too
+// (fold.DistinctIDRow.Overridden), in the stage of the distinct ids: a
+// crash leaves them as it leaves those, and the refold writes the same
+// rows again (the rule reads each row alone).
+func (s *Store) writeOverrides(ctx context.Context, rows []fold.DistinctIDRow) error {
+	var over []fold.DistinctIDRow
+	for _, r := range rows {
+		if r.Overridden() {
+			over = append(over, r)
+		}
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO person_distinct_id_overrides (project_id, distinct_id, person_id, is_deleted, version)`)
+	if err != nil {
+		return err
+	}
+	for _, r := range over {
+		if err := batch.Append(r.ProjectID, r.DistinctID, r.PersonID, boolByte(r.IsDeleted), r.Version); err != nil {
 			batch.Abort()
 			return err
 		}

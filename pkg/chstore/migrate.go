@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
+
 	"github.com/personhub/personhub/schema"
 )
 
@@ -123,7 +125,7 @@ func (s *Store) Migrate(ctx context.Context) ([]Migration, error) {
 			continue
 		}
 		for _, st := range m.Statements {
-			if err := s.conn.Exec(ctx, st); err != nil {
+			if err := s.conn.Exec(ctx, st); err != nil && !addedBefore(st, err) {
 				return ran, fmt.Errorf("migration %s: %w", m.Name, err)
 			}
 		}
@@ -134,6 +136,18 @@ func (s *Store) Migrate(ctx context.Context) ([]Migration, error) {
 		ran = append(ran, m)
 	}
 	return ran, nil
+}
+
+// addedBefore reports whether an ALTER TABLE ... ADD COLUMN failed because
+// an interrupted run of its migration already added the column (18.16 has
+// no ADD COLUMN IF NOT EXISTS), so the migration can run again. 18.16
+// reports it as ILLEGAL_COLUMN (44), later versions as DUPLICATE_COLUMN
+// (15); both say the column already exists.
+func addedBefore(statement string, err error) bool {
+	var ex *proto.Exception
+	return errors.As(err, &ex) && (ex.Code == 15 || ex.Code == 44) &&
+		strings.Contains(ex.Message, "already exists") &&
+		strings.Contains(strings.ToUpper(stripComments(statement)), "ADD COLUMN")
 }
 
 // CheckSchema returns ErrStaleSchema, naming the pending migrations, when the

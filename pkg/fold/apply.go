@@ -138,7 +138,12 @@ func (f *Folder) merge(ctx context.Context, in Input, other string, dangerous bo
 		f.touch(target, in.Seq)
 	}
 	// Moving ids is idempotent: a redelivery after a crash between the
-	// person and the distinct id writes finishes the move.
+	// person and the distinct id writes finishes the move. Their rows are
+	// read first (Prepare has usually done so): a moved id keeps its
+	// FirstSeq and records the owner it leaves.
+	if err := f.loadMissingDIDs(ctx, in.ProjectID, source.row.DistinctIDs); err != nil {
+		return Resolved{}, err
+	}
 	for _, d := range source.row.DistinctIDs {
 		f.assign(in, d, target)
 	}
@@ -259,8 +264,11 @@ func (f *Folder) assign(in Input, distinctID string, p *personState) {
 		}
 	}
 	next := &didState{row: DistinctIDRow{
-		ProjectID: in.ProjectID, DistinctID: distinctID, PersonID: p.row.ID, Version: in.Seq,
+		ProjectID: in.ProjectID, DistinctID: distinctID, PersonID: p.row.ID, Version: in.Seq, FirstSeq: in.Seq,
 	}, dirty: true}
+	if d != nil && d.row.Version > 0 {
+		next.row.FirstSeq = d.row.FirstSeq // the id had an owner before
+	}
 	switch {
 	case d == nil:
 	case d.dirty:

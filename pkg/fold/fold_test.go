@@ -223,7 +223,8 @@ var writeCuts = []struct {
 // TestCrashBetweenWrites simulates a crash after part of a batch's rows
 // were written (rows are written persons first, then distinct ids): a fresh
 // Folder reading the store gets the batch again, possibly cut into
-// different batches, and must end in the same state as an uninterrupted run.
+// different batches, and must end in the same state as an uninterrupted run:
+// the same rows, first_seq and overrides included.
 func TestCrashBetweenWrites(t *testing.T) {
 	for seed := int64(1); seed <= 12; seed++ {
 		events := randomEvents(seed, 300, 25+int(seed))
@@ -233,6 +234,9 @@ func TestCrashBetweenWrites(t *testing.T) {
 				store := foldCrashed(t, events, 120, 160, cut.write, resize)
 				if got, want := joinLines(store.snapshot(1)), joinLines(ref.snapshot(1)); got != want {
 					t.Fatalf("seed %d, cut %q, batches of %d: state differs:\n%s\nwant\n%s", seed, cut.name, resize, got, want)
+				}
+				if got, want := store.rows(), ref.rows(); got != want {
+					t.Fatalf("seed %d, cut %q, batches of %d: rows differ:\n%s\nwant\n%s", seed, cut.name, resize, got, want)
 				}
 				for k, p := range ref.persons {
 					if g := store.persons[k]; g.Version != p.Version || g.IsDeleted != p.IsDeleted || g.UUID != p.UUID {

@@ -145,6 +145,41 @@ func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
 			return err
 		}
 	}
+	return f.prepareOwnedIDs(ctx, inputs)
+}
+
+// prepareOwnedIDs loads, in one query per project, the distinct ids of
+// the persons the batch may merge away or delete, which those events
+// rewrite without naming them (a person's ids are rows like any other:
+// their FirstSeq and previous owner go with the new row).
+func (f *Folder) prepareOwnedIDs(ctx context.Context, inputs []Input) error {
+	missing := map[uint64][]string{}
+	add := func(project, id uint64) {
+		if p := f.persons[personKey{project, id}]; p != nil {
+			for _, d := range p.row.DistinctIDs {
+				if _, ok := f.dids[didKey{project, d}]; !ok {
+					missing[project] = append(missing[project], d)
+				}
+			}
+		}
+	}
+	for _, in := range inputs {
+		if in.Event.Event == event.DeletePerson {
+			if id, ok := numberProp(in.Event.Properties, event.PropPersonID); ok {
+				add(in.ProjectID, id)
+			}
+		}
+		if other, _ := mergeSource(in.Event); other != "" {
+			if d := f.dids[didKey{in.ProjectID, other}]; d != nil && !d.row.IsDeleted {
+				add(in.ProjectID, d.row.PersonID)
+			}
+		}
+	}
+	for project, list := range missing {
+		if err := f.loadDistinctIDs(ctx, project, list); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -156,10 +191,25 @@ func (f *Folder) committedView(r DistinctIDRow) DistinctIDRow {
 	prev := r.Prev
 	r.PersonID, r.Version, r.IsDeleted = prev.PersonID, prev.Version, prev.IsDeleted
 	if prev == (Owner{}) {
-		r.IsDeleted = true
+		// The id had no row before that batch: FirstSeq was set by it.
+		r.IsDeleted, r.FirstSeq = true, 0
 	}
 	r.Prev = Owner{}
 	return r
+}
+
+// loadMissingDIDs loads those of ids that are not in memory.
+func (f *Folder) loadMissingDIDs(ctx context.Context, project uint64, ids []string) error {
+	var missing []string
+	for _, id := range ids {
+		if _, ok := f.dids[didKey{project, id}]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return f.loadDistinctIDs(ctx, project, missing)
 }
 
 func (f *Folder) loadDistinctIDs(ctx context.Context, project uint64, ids []string) error {

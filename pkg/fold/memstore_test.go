@@ -20,13 +20,16 @@ import (
 type memStore struct {
 	persons map[personKey]PersonRow
 	dids    map[didKey]DistinctIDRow
-	loads   int
+	// overrides are the rows the ingester writes to
+	// person_distinct_id_overrides (DistinctIDRow.Overridden).
+	overrides map[didKey]DistinctIDRow
+	loads     int
 	// warnings are all the warnings written, in order.
 	warnings []Warning
 }
 
 func newMemStore() *memStore {
-	return &memStore{persons: map[personKey]PersonRow{}, dids: map[didKey]DistinctIDRow{}}
+	return &memStore{persons: map[personKey]PersonRow{}, dids: map[didKey]DistinctIDRow{}, overrides: map[didKey]DistinctIDRow{}}
 }
 
 func (m *memStore) write(b Batch) {
@@ -41,6 +44,9 @@ func (m *memStore) write(b Batch) {
 		k := didKey{d.ProjectID, d.DistinctID}
 		if old, ok := m.dids[k]; !ok || d.Version >= old.Version {
 			m.dids[k] = d
+		}
+		if old, ok := m.overrides[k]; d.Overridden() && (!ok || d.Version >= old.Version) {
+			m.overrides[k] = d
 		}
 	}
 }
@@ -117,7 +123,10 @@ func (m *memStore) rows() string {
 		out = append(out, fmt.Sprintf("person %d/%d %s %s %v identified=%v deleted=%v v%d", k.project, k.id, p.UUID, props, p.DistinctIDs, p.IsIdentified, p.IsDeleted, p.Version))
 	}
 	for k, d := range m.dids {
-		out = append(out, fmt.Sprintf("did %d/%s -> %d deleted=%v v%d", k.project, k.id, d.PersonID, d.IsDeleted, d.Version))
+		out = append(out, fmt.Sprintf("did %d/%s -> %d deleted=%v v%d first=%d", k.project, k.id, d.PersonID, d.IsDeleted, d.Version, d.FirstSeq))
+	}
+	for k, d := range m.overrides {
+		out = append(out, fmt.Sprintf("override %d/%s -> %d deleted=%v v%d", k.project, k.id, d.PersonID, d.IsDeleted, d.Version))
 	}
 	sort.Strings(out)
 	return strings.Join(out, "\n")

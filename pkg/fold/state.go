@@ -52,7 +52,25 @@ type DistinctIDRow struct {
 	IsDeleted  bool
 	Version    uint64
 	Prev       Owner
+	// FirstSeq is the stream sequence of the event that first gave the
+	// id an owner (0: unknown, for rows written before it was kept). It
+	// never changes afterwards, tombstones and later owners included.
+	FirstSeq uint64
 }
+
+// Overridden reports whether the row must also be written as an override
+// (person_distinct_id_overrides): whether events of the id may carry, in
+// events.person_id, another person than this row's owner, or a person who
+// no longer owns it. An event is attributed to the owner of its distinct
+// id as the event left it, so until the id's first owner changes every
+// event of it carries that owner, and the row written by the first
+// assignment (version = FirstSeq) needs no override. Every later row, a
+// tombstone or a new owner, does; so does every row of unknown FirstSeq.
+//
+// The rule reads the row alone, so it decides the same on a refold after
+// a crash (FirstSeq survives the prev_* view, committedView) and on a
+// replay; and once true for an id it stays true (versions only grow).
+func (r DistinctIDRow) Overridden() bool { return r.IsDeleted || r.Version != r.FirstSeq }
 
 // Owner is a distinct id's owner at some version; the zero Owner means the
 // id had no row.

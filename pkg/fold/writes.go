@@ -103,6 +103,11 @@ func (f *Folder) deletePerson(ctx context.Context, in Input) (Resolved, error) {
 		p.row.IsDeleted = true
 		f.touch(p, in.Seq)
 	}
+	// The ids' rows are read first (Prepare loads only the person's): a
+	// tombstone carries the id's FirstSeq and the owner it replaces.
+	if err := f.loadMissingDIDs(ctx, in.ProjectID, p.row.DistinctIDs); err != nil {
+		return Resolved{}, err
+	}
 	for _, d := range p.row.DistinctIDs {
 		f.tombstone(in, d, p.row.ID)
 	}
@@ -158,6 +163,7 @@ func (f *Folder) tombstone(in Input, distinctID string, owner uint64) {
 	}
 	next := &didState{row: DistinctIDRow{ProjectID: in.ProjectID, DistinctID: distinctID, PersonID: owner, IsDeleted: true, Version: in.Seq}, dirty: true}
 	if d != nil {
+		next.row.FirstSeq = d.row.FirstSeq
 		next.base = d.base
 		if !d.dirty && d.row.Version > 0 {
 			next.base = d.row.owner()

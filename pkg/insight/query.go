@@ -3,6 +3,7 @@ package insight
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,10 +67,24 @@ func commandEvents() cond {
 	return cond{"NOT (event IN (" + marks + ") OR (event IN (?, ?) AND position(properties, ?) > 0))", args}
 }
 
+// commandName reports whether events of this name may be the API's
+// commands (commandEvents).
+func commandName(name string) bool {
+	return event.ReservedEvent(name) || name == event.Set || name == event.DeletePersonProperty
+}
+
 // scan is the events of one series attributed to current, live persons:
 // each event belongs to the person that owns its distinct id NOW (so the
 // events of a person merged away count for the survivor), and persons
 // deleted since are gone before any LIMIT.
+//
+// That owner is read as PostHog's "persons on events" with overrides
+// (docs/architecture.md, "Who an event belongs to"): events.person_id,
+// unless the distinct id has an override (its owner changed since the
+// event was folded), whose person then counts, or whose tombstone drops
+// the event. Only the overrides table, which holds the changed ids alone,
+// is read whole; persons only when a filter, the search or created_at
+// needs their columns.
 type scan struct {
 	project  uint64
 	from, to time.Time // [from, to); from zero: no lower bound
@@ -82,12 +97,17 @@ type scan struct {
 	// properties and distinct_id columns, and joins, only for those rows
 	// (docs/performance.md, G10). nil: any event.
 	names []string
+	// created: the scan selects the person's created_at (lifecycle).
+	created bool
 }
 
-// sql selects pid, uuid, timestamp, created_at (the person's) and extra.
+// sql selects pid, uuid, timestamp, created_at (when s.created) and extra.
 func (s scan) sql() (string, []any) {
 	var args []any
-	cols := []string{"pid", "uuid", "timestamp", "created_at"}
+	cols := []string{"pid", "uuid", "timestamp"}
+	if s.created {
+		cols = append(cols, "created_at")
+	}
 	if arrays := eventArrays(s.f.keys()); arrays.sql != "" {
 		cols = append(cols, arrays.sql)
 		args = append(args, arrays.args...)
@@ -96,16 +116,12 @@ func (s scan) sql() (string, []any) {
 		cols = append(cols, x.sql)
 		args = append(args, x.args...)
 	}
-	personCols := "id AS pid, created_at"
-	if s.f.person {
-		// id too: cohort conditions are over a persons row.
-		personCols += ", id, property_keys, property_values"
-	}
 	// PREWHERE on events alone (read without FINAL, so no old version
-	// is tested); the persons tables are FINAL and keep their filters in
-	// WHERE (readCtx).
-	inner := "SELECT pid, uuid, timestamp, event, distinct_id, properties FROM events " +
-		"ALL INNER JOIN (SELECT distinct_id, person_id AS pid FROM person_distinct_ids FINAL WHERE project_id = ? AND is_deleted = 0) USING distinct_id " +
+	// is tested); the overrides and persons tables are FINAL and keep
+	// their filters in WHERE (readCtx). An id without an override joins
+	// the defaults: o_pid 0 (no person has id 0), o_deleted 0.
+	inner := "SELECT if(o_pid = 0, person_id, o_pid) AS pid, uuid, timestamp, event, distinct_id, properties FROM events " +
+		"ANY LEFT JOIN (SELECT distinct_id, person_id AS o_pid, is_deleted AS o_deleted FROM person_distinct_id_overrides FINAL WHERE project_id = ?) USING distinct_id " +
 		"PREWHERE project_id = ? AND timestamp < toDateTime(?)"
 	args = append(args, s.project, s.project, s.to.Unix())
 	if !s.from.IsZero() {
@@ -116,12 +132,24 @@ func (s scan) sql() (string, []any) {
 		inner += " AND event IN (" + marks(len(s.names)) + ")"
 		args = append(args, anys(s.names)...)
 	}
-	cmd := commandEvents()
-	inner += " WHERE " + cmd.sql
-	args = append(args, cmd.args...)
-	q := "SELECT " + strings.Join(cols, ", ") + " FROM (" + inner + ") ALL INNER JOIN (SELECT " + personCols +
-		" FROM persons FINAL WHERE project_id = ? AND is_deleted = 0) USING pid"
-	args = append(args, s.project)
+	inner += " WHERE o_deleted = 0"
+	if s.names == nil || slices.ContainsFunc(s.names, commandName) {
+		// Only then: the condition reads properties for every row
+		// (18.16 evaluates both sides of AND), the widest column.
+		cmd := commandEvents()
+		inner += " AND " + cmd.sql
+		args = append(args, cmd.args...)
+	}
+	q := "SELECT " + strings.Join(cols, ", ") + " FROM (" + inner + ")"
+	if s.created || s.f.person {
+		personCols := "id AS pid, created_at"
+		if s.f.person {
+			// id too: cohort conditions are over a persons row.
+			personCols += ", id, property_keys, property_values"
+		}
+		q += " ALL INNER JOIN (SELECT " + personCols + " FROM persons FINAL WHERE project_id = ? AND is_deleted = 0) USING pid"
+		args = append(args, s.project)
+	}
 	if s.where.sql != "" {
 		q += " WHERE " + s.where.sql
 		args = append(args, s.where.args...)

@@ -132,6 +132,7 @@ func (st *Store) Lifecycle(ctx context.Context, project uint64, f *Filter, q url
 	if err != nil {
 		return nil, err
 	}
+	s.created = true
 	b, c := bucket(f.Interval, "timestamp", f.Loc), bucket(f.Interval, "created_at", f.Loc)
 	s.extra = append(s.extra, cond{b.sql + " AS bucket", b.args}, cond{c.sql + " AS created_bucket", c.args})
 	t := f.Interval.Trunc(target, f.Loc)

@@ -1,0 +1,42 @@
+package insight
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestScanReadsOverridesNotEveryPerson: the scan joins the overrides, not
+// person_distinct_ids; persons only for person columns; and the command
+// filter (which reads properties) only when a named event may be a command.
+func TestScanReadsOverridesNotEveryPerson(t *testing.T) {
+	base := scan{project: 1, to: time.Unix(2e9, 0), f: newFilters()}
+	cases := []struct {
+		name    string
+		s       func(scan) scan
+		persons bool
+		cmd     bool
+	}{
+		{"any event", func(s scan) scan { return s }, false, true},
+		{"captured names", func(s scan) scan { s.names = []string{"$pageview", "signed_up"}; return s }, false, false},
+		{"$set may be a command", func(s scan) scan { s.names = []string{"$pageview", "$set"}; return s }, false, true},
+		{"a command name", func(s scan) scan { s.names = []string{"$delete_person"}; return s }, false, true},
+		{"created_at", func(s scan) scan { s.names, s.created = []string{"a"}, true; return s }, true, false},
+		{"person filter", func(s scan) scan { s.f = newFilters(); s.f.person = true; return s }, true, true},
+	}
+	for _, c := range cases {
+		sql, args := c.s(base).sql()
+		if strings.Contains(sql, "person_distinct_ids") || !strings.Contains(sql, "person_distinct_id_overrides FINAL") {
+			t.Errorf("%s: not read through the overrides: %s", c.name, sql)
+		}
+		if got := strings.Contains(sql, "FROM persons FINAL"); got != c.persons {
+			t.Errorf("%s: reads persons %v, want %v", c.name, got, c.persons)
+		}
+		if got := strings.Contains(sql, "position(properties"); got != c.cmd {
+			t.Errorf("%s: command filter %v, want %v", c.name, got, c.cmd)
+		}
+		if n := strings.Count(sql, "?"); n != len(args) {
+			t.Errorf("%s: %d placeholders, %d args", c.name, n, len(args))
+		}
+	}
+}
