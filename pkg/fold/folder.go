@@ -61,13 +61,15 @@ type Folder struct {
 	MaxPersonBytes int
 	// Committed is the last stream sequence whose batch is known to be
 	// completely written. Distinct id rows above it are read as their
-	// Prev owner (see DistinctIDRow).
+	// Prev owner (see DistinctIDRow), or as hidden says (refold.go).
 	Committed uint64
+	// hidden survives Reset: it is what the store cannot tell.
+	hidden hiddenRows
 }
 
 // New returns an empty Folder reading misses through loader.
 func New(loader Loader) *Folder {
-	return &Folder{loader: loader, persons: map[personKey]*personState{}, dids: map[didKey]*didState{}, absent: map[personKey]bool{}}
+	return &Folder{loader: loader, persons: map[personKey]*personState{}, dids: map[didKey]*didState{}, absent: map[personKey]bool{}, hidden: newHiddenRows()}
 }
 
 // Reset drops all cached state, for example after a failed flush, so the
@@ -78,6 +80,7 @@ func (f *Folder) Reset() {
 	f.absent = map[personKey]bool{}
 	f.changedPersons, f.changedDIDs = nil, nil
 	f.warnings, f.activity, f.deletions, f.members = nil, nil, nil, nil
+	f.hidden.flushed = f.hidden.flushed[:0] // not committed
 }
 
 // Cached reports how many persons and distinct ids are held in memory.
@@ -87,6 +90,7 @@ func (f *Folder) Cached() (persons, distinctIDs int) { return len(f.persons), le
 // touch, so that Apply rarely has to read one row at a time.
 func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
 	f.gen++
+	f.settle()
 	// Every distinct id the batch names, and persons a redelivery may
 	// already have written under the event's own sequence.
 	touched := map[didKey]bool{}
@@ -228,7 +232,7 @@ func (f *Folder) loadDistinctIDs(ctx context.Context, project uint64, ids []stri
 			// Remember absence too, so the id is not looked up again.
 			r = DistinctIDRow{ProjectID: project, DistinctID: id, IsDeleted: true}
 		}
-		f.dids[k] = &didState{row: f.committedView(r), used: f.gen}
+		f.dids[k] = &didState{row: f.storedView(k, r), used: f.gen}
 	}
 	return nil
 }
@@ -278,6 +282,7 @@ func (f *Folder) Flush() Batch {
 			row := d.row
 			row.Prev = d.base
 			b.DistinctIDs = append(b.DistinctIDs, row)
+			f.noteFlushed(k, row)
 			d.dirty = false
 		}
 	}

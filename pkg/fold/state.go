@@ -44,7 +44,8 @@ type PersonRow struct {
 // crash can leave a batch's distinct id rows written without the batch
 // being committed; a Folder restarting from the store reads such rows
 // (their version is above the last committed sequence) as Prev, so it folds
-// the batch again from exactly the state the batch started from.
+// the batch again from exactly the state the batch started from (or, when
+// the batch comes back as several smaller ones, as refold.go says).
 type DistinctIDRow struct {
 	ProjectID  uint64
 	DistinctID string
