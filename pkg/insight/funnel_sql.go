@@ -21,7 +21,10 @@ import (
 //     funnels): (seconds, first step matched, uuid, bit mask, breakdown
 //     values). Sorting by (time, first step) puts, within one second,
 //     events of earlier steps first, so "at or after step i's time" holds
-//     in both orders of arrival; groupUniqArray drops redelivered copies.
+//     in both orders of arrival; arrayDistinct of the sorted array drops
+//     redelivered copies (identical tuples, adjacent once sorted): the same
+//     array as sorting a groupUniqArray, ~25% cheaper than its hash set of
+//     tuples per person (docs/performance.md).
 //  2. each event matching step 1 (any step, unordered) starts an attempt;
 //     an attempt is the chain of event indexes of its steps, built step by
 //     step with arrayFirstIndex (ordered: the first later event of the next
@@ -185,7 +188,7 @@ func (fq *funnelQuery) persons(tz string) (string, []any) {
 	fq.bucket(&s)
 	s.add(" AS bucket FROM (SELECT pid, A, arrayMap(x -> x.1, A) AS T, arrayMap(x -> x.4, A) AS M, ")
 	fq.attempts(&s, tz)
-	s.add(" AS atts FROM (SELECT pid, arraySort(groupUniqArray((toUInt32(timestamp), ord, toString(uuid), mask, bd))) AS A FROM (")
+	s.add(" AS atts FROM (SELECT pid, arrayDistinct(arraySort(groupArray((toUInt32(timestamp), ord, toString(uuid), mask, bd)))) AS A FROM (")
 	s.add(base, args...)
 	s.add(") GROUP BY pid))))")
 	return s.b.String(), s.args

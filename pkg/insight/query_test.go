@@ -1,6 +1,8 @@
 package insight
 
 import (
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +39,35 @@ func TestScanReadsOverridesNotEveryPerson(t *testing.T) {
 		}
 		if n := strings.Count(sql, "?"); n != len(args) {
 			t.Errorf("%s: %d placeholders, %d args", c.name, n, len(args))
+		}
+	}
+}
+
+// TestPathNamesCutTheScan: a path over named event types cuts the scan by
+// those names (PREWHERE), and over any name (no type, custom_event) not.
+func TestPathNamesCutTheScan(t *testing.T) {
+	cases := []struct {
+		query string
+		names []string
+	}{
+		{`include_event_types=["$pageview"]`, []string{"$pageview"}},
+		{`include_event_types=["$pageview","$screen"]&include_custom_events=["signed_up"]`, []string{"$pageview", "$screen", "signed_up"}},
+		{`include_custom_events=["signed_up"]`, []string{"signed_up"}},
+		{`path_type=$screen`, []string{"$screen"}},
+		{``, nil},
+		{`include_event_types=["$pageview","custom_event"]`, nil},
+	}
+	for _, c := range cases {
+		q, err := url.ParseQuery(c.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := parsePaths(q)
+		if err != nil {
+			t.Fatalf("%s: %v", c.query, err)
+		}
+		if !slices.Equal(p.names, c.names) {
+			t.Errorf("%s: names %q, want %q", c.query, p.names, c.names)
 		}
 	}
 }
