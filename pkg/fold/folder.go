@@ -65,6 +65,9 @@ type Folder struct {
 	Committed uint64
 	// hidden survives Reset: it is what the store cannot tell.
 	hidden hiddenRows
+	// through is the highest stored distinct id version read (see
+	// CommitThrough); it survives Reset, as the rows stay in the store.
+	through uint64
 }
 
 // New returns an empty Folder reading misses through loader.

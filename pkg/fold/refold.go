@@ -21,9 +21,13 @@ package fold
 // by the ids one crashed batch changed, and empty in normal running.
 //
 // In memory only: a second crash inside the range (before the commit
-// point passes c+K) restarts from a commit point inside it, where the
-// hidden rows are not recoverable from the store (merges drop them). See
-// docs/architecture.md.
+// point passes c+K) would restart from a commit point inside it, where
+// the hidden rows are not recoverable from the store (merges drop them).
+// So the ingester never commits there: CommitThrough tells it how far a
+// batch must reach, and a batch that reaches it hides none of its rows.
+// The keep stays as a guard for a caller that commits inside a range
+// (and the fold tests that do); with the ingester it is forgotten at the
+// next batch. See docs/architecture.md.
 type hiddenRows struct {
 	// above is, per id, the highest version of a stored row read above
 	// the commit point: rows written below it are hidden.
@@ -68,6 +72,7 @@ func (f *Folder) storedView(k didKey, r DistinctIDRow) DistinctIDRow {
 	if r.Version > f.hidden.above[k] {
 		f.hidden.above[k] = r.Version
 	}
+	f.through = max(f.through, r.Version)
 	if c, ok := f.hidden.committed[k]; ok {
 		return c
 	}
@@ -79,4 +84,18 @@ func (f *Folder) noteFlushed(k didKey, r DistinctIDRow) {
 	if f.hidden.above[k] > r.Version {
 		f.hidden.flushed = append(f.hidden.flushed, r)
 	}
+}
+
+// CommitThrough is the highest version above the commit point of any
+// stored distinct id row the Folder has read: the end of the range a
+// crashed batch wrote. A batch that ends below it must not be committed
+// (fold it again, extended to at least this sequence): a row it writes for
+// such an id would be hidden behind the crashed batch's row, and only
+// memory, lost in a second crash, would remember it. Zero, or at most
+// Committed, when there is nothing to cover.
+func (f *Folder) CommitThrough() uint64 {
+	if f.through <= f.Committed {
+		return 0
+	}
+	return f.through
 }

@@ -83,6 +83,48 @@ func (r *refoldRun) commit(events []string, first, last int, redelivered bool) {
 	r.f.Committed = uint64(last)
 }
 
+// refoldReference is the log of a seed and its uninterrupted run.
+func refoldReference(t *testing.T, seed int64) ([]string, *refoldRun) {
+	events := withCohorts(seed, randomEvents(seed, 300, 12+int(seed)), 12+int(seed))
+	ref := newRefoldRun(t, len(events))
+	for first := 0; first < len(events); first += 40 {
+		ref.commit(events, first, min(first+40, len(events)), false)
+	}
+	return events, ref
+}
+
+// crashedRun commits events up to committed in batches of 40, then folds
+// committed..crashed as one batch that crashes after cut of its writes,
+// and restarts: a new Folder with the store and the commit point.
+func crashedRun(t *testing.T, events []string, committed, crashed int, cut func(Batch) Batch) *refoldRun {
+	got := newRefoldRun(t, len(events))
+	for first := 0; first < committed; first += 40 {
+		got.commit(events, first, first+40, false)
+	}
+	got.write(cut(got.fold(events, committed, crashed, false)))
+	got.f = New(got.store)
+	got.f.Committed = uint64(committed)
+	return got
+}
+
+// compare reports every difference from ref, an uninterrupted run of
+// events: rows, cohort rows and the attribution of events after from.
+func (r *refoldRun) compare(name string, ref *refoldRun, events []string, from int) {
+	r.t.Helper()
+	if g, w := r.store.rows(), ref.store.rows(); g != w {
+		r.t.Errorf("%s: rows differ:\n%s", name, diffLines(g, w))
+	}
+	if g, w := r.cohortRows(), ref.cohortRows(); g != w {
+		r.t.Errorf("%s: cohort rows differ:\n%s", name, diffLines(g, w))
+	}
+	for seq := from + 1; seq < len(ref.attributed); seq++ {
+		if r.attributed[seq] != ref.attributed[seq] {
+			r.t.Errorf("%s: event %d (%s) attributed to person %d, want %d", name, seq, events[seq-1], r.attributed[seq].PersonID, ref.attributed[seq].PersonID)
+			break
+		}
+	}
+}
+
 func (r *refoldRun) cohortRows() string {
 	var out []string
 	for k, m := range r.cohorts {
@@ -104,21 +146,10 @@ func (r *refoldRun) cohortRows() string {
 func TestRefoldAfterRestartInSmallerBatches(t *testing.T) {
 	const committed, crashed, refold = 120, 200, 16
 	for seed := int64(1); seed <= 10; seed++ {
-		events := withCohorts(seed, randomEvents(seed, 300, 12+int(seed)), 12+int(seed))
-		ref := newRefoldRun(t, len(events))
-		for first := 0; first < len(events); first += 40 {
-			ref.commit(events, first, min(first+40, len(events)), false)
-		}
+		events, ref := refoldReference(t, seed)
 		for _, cut := range writeCuts {
 			for _, loss := range []string{"eviction", "failed batch"} {
-				got := newRefoldRun(t, len(events))
-				for first := 0; first < committed; first += 40 {
-					got.commit(events, first, first+40, false)
-				}
-				got.write(cut.write(got.fold(events, committed, crashed, false)))
-				// Restart.
-				got.f = New(got.store)
-				got.f.Committed = committed
+				got := crashedRun(t, events, committed, crashed, cut.write)
 				if loss == "eviction" {
 					got.f.MaxCached = 1
 				}
@@ -133,18 +164,7 @@ func TestRefoldAfterRestartInSmallerBatches(t *testing.T) {
 					got.commit(events, first, last, first < crashed)
 				}
 				name := fmt.Sprintf("seed %d, crash after %q, refolded in batches of %d, ids lost by %s", seed, cut.name, refold, loss)
-				if g, w := got.store.rows(), ref.store.rows(); g != w {
-					t.Errorf("%s: rows differ:\n%s", name, diffLines(g, w))
-				}
-				if g, w := got.cohortRows(), ref.cohortRows(); g != w {
-					t.Errorf("%s: cohort rows differ:\n%s", name, diffLines(g, w))
-				}
-				for seq := committed + 1; seq < len(ref.attributed); seq++ {
-					if got.attributed[seq] != ref.attributed[seq] {
-						t.Errorf("%s: event %d (%s) attributed to person %d, want %d", name, seq, events[seq-1], got.attributed[seq].PersonID, ref.attributed[seq].PersonID)
-						break
-					}
-				}
+				got.compare(name, ref, events, committed)
 			}
 		}
 	}

@@ -71,11 +71,16 @@ func (i *Ingester) consumer(ctx context.Context) (jetstream.Consumer, error) {
 		return nil, fmt.Errorf("reset consumer %s: %w", i.cfg.Consumer, err)
 	}
 	cfg := jetstream.ConsumerConfig{
-		Durable:       i.cfg.Consumer,
-		Description:   "folds events into persons in ClickHouse; recreated at every start from the last commit",
-		AckPolicy:     jetstream.AckAllPolicy,
-		AckWait:       i.cfg.AckWait,
-		MaxAckPending: 4 * i.cfg.BatchSize,
+		Durable:     i.cfg.Consumer,
+		Description: "folds events into persons in ClickHouse; recreated at every start from the last commit",
+		AckPolicy:   jetstream.AckAllPolicy,
+		AckWait:     i.cfg.AckWait,
+		// Unbounded: a batch extended through a crashed batch's range
+		// (collect) may hold more unacknowledged messages than any
+		// multiple of BatchSize, and a bound would stall it for good.
+		// The client's pull buffer (PullMaxMessages) bounds what is in
+		// flight beyond the batch in hand.
+		MaxAckPending: -1,
 		// Events and commands: one stream, one order.
 		FilterSubjects: stream.EventsSubjects,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
@@ -102,12 +107,19 @@ func (i *Ingester) consumer(ctx context.Context) (jetstream.Consumer, error) {
 // consumer's filter, so consecutive messages have consecutive sequences;
 // were the stream given other subjects, each hole would only cost a
 // consumer recreation (its first message is taken as it comes).
-func (i *Ingester) collect(ctx context.Context, iter jetstream.MessagesContext) ([]*pending, error) {
-	var batch []*pending
+//
+// A batch is extended (batch given) beyond BatchSize until it holds the
+// message of sequence through: those messages are in the stream, as a
+// crashed batch folded them, so it waits for them as long as ctx allows.
+func (i *Ingester) collect(ctx context.Context, iter jetstream.MessagesContext, batch []*pending, through uint64) ([]*pending, error) {
 	var deadline time.Time
-	for len(batch) < i.cfg.BatchSize {
+	if len(batch) > 0 {
+		deadline = time.Now().Add(i.cfg.BatchWait)
+	}
+	short := func() bool { return len(batch) > 0 && batch[len(batch)-1].seq < through }
+	for len(batch) < i.cfg.BatchSize || short() {
 		var opts []jetstream.NextOpt
-		if len(batch) == 0 {
+		if len(batch) == 0 || short() {
 			opts = append(opts, jetstream.NextContext(ctx))
 		} else {
 			wait := time.Until(deadline)

@@ -1,11 +1,8 @@
 package ingest
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/personhub/personhub/pkg/testenv"
 )
@@ -28,13 +25,7 @@ func TestNATSRestartLosesNoMessage(t *testing.T) {
 	store := testenv.ClickHouse(t)
 	cfg = testConfig("restarted")
 	cfg.BatchSize, cfg.BatchWait = 150, 5*time.Millisecond
-	ing, err := New(cfg, n.JS, store, quietLogger(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ing.Run(ctx) }()
+	cancel, done := startIngester(t, cfg, n.JS, store)
 	testenv.WaitCommitted(t, store, cfg.Consumer, last/4, time.Minute)
 	n.ShutdownServer()
 	time.Sleep(time.Second)

@@ -168,11 +168,23 @@ func (i *Ingester) Run(ctx context.Context) error {
 	defer func() { iter.Stop() }()
 	i.log.Info("ingester consuming", "consumer", i.cfg.Consumer, "committed_seq", i.folder.Committed)
 	for {
-		batch, err := i.collect(ctx, iter)
-		if len(batch) > 0 {
-			if perr := i.processUntilDone(ctx, batch); perr != nil {
-				return perr
+		batch, err := i.collect(ctx, iter, nil, 0)
+		for len(batch) > 0 {
+			perr := i.processUntilDone(ctx, batch)
+			var ext *extendError
+			if !errors.As(perr, &ext) {
+				if perr != nil {
+					return perr
+				}
+				break
 			}
+			if err != nil {
+				// Collection ended (a gap, a stop): nothing of this
+				// batch was written or acknowledged, so it comes again
+				// from the commit point.
+				break
+			}
+			batch, err = i.collect(ctx, iter, batch, ext.through)
 		}
 		var gap *gapError
 		if errors.As(err, &gap) {
@@ -231,8 +243,9 @@ func (i *Ingester) processUntilDone(ctx context.Context, batch []*pending) error
 		fctx, cancel := context.WithTimeout(gctx, 5*time.Minute)
 		err := i.process(fctx, batch)
 		cancel()
-		if err == nil {
-			return nil
+		var ext *extendError
+		if err == nil || errors.As(err, &ext) {
+			return err
 		}
 		i.metrics.failures.Inc()
 		i.log.Error("batch failed; retrying from the stored state", "err", err, "first_seq", batch[0].seq, "messages", len(batch), "attempt", attempt+1)
@@ -326,6 +339,15 @@ func parseAll(batch []*pending) {
 	wg.Wait()
 }
 
+// extendError: the batch ends inside the range a crashed batch wrote
+// (fold.Folder.CommitThrough) and must not be committed before it reaches
+// through. Nothing of it was written; the fold was reset.
+type extendError struct{ through uint64 }
+
+func (e *extendError) Error() string {
+	return fmt.Sprintf("batch must extend through seq %d, the end of a crashed batch's rows", e.through)
+}
+
 // process folds a batch, writes it, and acknowledges it.
 func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 	start := time.Now()
@@ -350,12 +372,18 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 		}
 		events = append(events, eventRow(p.in, res))
 	}
+	last := batch[len(batch)-1].seq
+	if through := i.folder.CommitThrough(); through > last {
+		// Rows of a crashed batch reach beyond this one (refold.go):
+		// committing here would hide this batch's rows behind them.
+		i.folder.Reset()
+		return &extendError{through: through}
+	}
 	folded := i.folder.Flush()
 	i.metrics.foldSeconds.Observe(time.Since(start).Seconds())
 	if err := i.deadLetter(ctx, batch); err != nil {
 		return err
 	}
-	last := batch[len(batch)-1].seq
 	if len(inputs) > 0 {
 		wstart := time.Now()
 		marker := chstore.BatchMarker{Consumer: i.cfg.Consumer, FirstSeq: inputs[0].Seq, LastSeq: last, Events: len(events)}

@@ -52,8 +52,8 @@ func publishMessages(t *testing.T, js jetstream.JetStream, project uint64, msgs 
 	}
 }
 
-// runUntil runs an ingester until it has committed lastSeq (or fails).
-func runUntil(t *testing.T, cfg Config, js jetstream.JetStream, store Store, lastSeq uint64) {
+// startIngester runs an ingester until cancel; done has Run's result.
+func startIngester(t *testing.T, cfg Config, js jetstream.JetStream, store Store) (context.CancelFunc, <-chan error) {
 	t.Helper()
 	ing, err := New(cfg, js, store, quietLogger(), prometheus.NewRegistry())
 	if err != nil {
@@ -62,6 +62,13 @@ func runUntil(t *testing.T, cfg Config, js jetstream.JetStream, store Store, las
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ing.Run(ctx) }()
+	return cancel, done
+}
+
+// runUntil runs an ingester until it has committed lastSeq (or fails).
+func runUntil(t *testing.T, cfg Config, js jetstream.JetStream, store Store, lastSeq uint64) {
+	t.Helper()
+	cancel, done := startIngester(t, cfg, js, store)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		seq, err := store.LastCommitted(context.Background(), cfg.Consumer)
