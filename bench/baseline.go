@@ -41,7 +41,7 @@ func rawConsume(ctx context.Context, js jetstream.JetStream, name string, n, ack
 		policy = jetstream.AckAllPolicy
 	}
 	cons, err := js.CreateConsumer(ctx, stream.Events, jetstream.ConsumerConfig{
-		Durable: name, AckPolicy: policy, AckWait: 2 * time.Minute, MaxAckPending: 4 * batch,
+		Durable: name, AckPolicy: policy, AckWait: 2 * time.Minute, MaxAckPending: -1, // as the ingester (pkg/ingest/delivery.go)
 		FilterSubject: stream.EventsPrefix + ">", DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
