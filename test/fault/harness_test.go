@@ -41,9 +41,11 @@ type system struct {
 	store    *chstore.Store // the database the binaries use, on ch
 	key      string
 	project  uint64
-	personID string // a person of the project, for retrieve and PATCH
-	apiURL   string
-	env      []string
+	personID string // the probe person, for retrieve and PATCH
+	// probeProject holds only the probe person (distinct id fault-probe).
+	probeProject uint64
+	apiURL       string
+	env          []string
 	// published counts the events of publishMore.
 	published int
 }
@@ -72,6 +74,16 @@ func newSystem(t *testing.T) *system {
 		t.Fatal(err)
 	}
 	s.project = proj.ID
+	// The load reads and PATCHes one person of a project of its own
+	// (above the workload's projects 1 to 3), which no workload command
+	// can merge, split or delete: a probe that always exists.
+	for s.probeProject = proj.ID; s.probeProject <= 3; {
+		probe, err := cp.CreateProject(ctx, org.ID, "fault-probe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.probeProject = probe.ID
+	}
 	apiPort, metricsPort := freePort(t), freePort(t)
 	s.apiURL = fmt.Sprintf("http://127.0.0.1:%d", apiPort)
 	s.env = []string{
@@ -141,6 +153,11 @@ func (s *system) lastSeq() uint64 {
 func (s *system) startBusy(seed int64) (last uint64, ing, srv *testenv.Process, l *load) {
 	s.t.Helper()
 	ingester, api := testenv.Build(s.t, module+"ingester"), testenv.Build(s.t, module+"api")
+	probe := testenv.Message{Body: `{"event":"$pageview","distinct_id":"fault-probe","properties":{}}`}
+	if _, err := testenv.Publish(context.Background(), s.nats.JS, s.probeProject, probe,
+		"6f1c2c1e-0000-4000-8000-000000000001", time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		s.t.Fatal(err)
+	}
 	last = testenv.PublishWorkload(s.t, s.nats.JS, 0, testenv.Workload(seed, 12000, 400))
 	ing, srv = s.start(ingester, "run"), s.start(api, "run")
 	testenv.WaitCommitted(s.t, s.store, "ingester", last/4, time.Minute)
@@ -209,7 +226,7 @@ func (s *system) request(method, path, body string) (int, http.Header, string, e
 func (s *system) waitServing(limit time.Duration) {
 	s.t.Helper()
 	testenv.WaitFor(s.t, limit, "the API serving persons", func() (bool, error) {
-		code, _, body, err := s.request("GET", s.personsPath()+"?limit=1", "")
+		code, _, body, err := s.request("GET", s.probePath()+"?distinct_id=fault-probe", "")
 		if err != nil || code != 200 {
 			return false, fmt.Errorf("%d %v %.200s", code, err, body)
 		}
@@ -222,6 +239,8 @@ func (s *system) waitServing(limit time.Duration) {
 }
 
 func (s *system) personsPath() string { return fmt.Sprintf("/api/projects/%d/persons/", s.project) }
+
+func (s *system) probePath() string { return fmt.Sprintf("/api/projects/%d/persons/", s.probeProject) }
 
 // load sends reads and writes in a loop until stop, recording each answer
 // under the phase it was sent and answered in.
@@ -239,9 +258,9 @@ func (s *system) startLoad(workers int) *load {
 	l := &load{phase: "up", answers: map[string]map[string]int{}, stop: make(chan struct{})}
 	paths := []struct{ method, path, body string }{
 		{"GET", s.personsPath() + "?limit=20", ""},
-		{"GET", s.personsPath() + s.personID + "/", ""},
+		{"GET", s.probePath() + s.personID + "/", ""},
 		{"GET", s.personsPath() + "?search=u1", ""},
-		{"PATCH", s.personsPath() + s.personID + "/", ""},
+		{"PATCH", s.probePath() + s.personID + "/", ""},
 	}
 	for w := range workers {
 		l.done.Add(1)
