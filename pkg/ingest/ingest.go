@@ -94,6 +94,11 @@ type Store interface {
 	fold.Loader
 	WriteBatch(ctx context.Context, events []chstore.EventRow, b fold.Batch, m chstore.BatchMarker) error
 	LastCommitted(ctx context.Context, consumer string) (uint64, error)
+	// The intents and the lookup that keep one events row per message
+	// (dedupe.go).
+	WriteIntent(ctx context.Context, consumer string, first, through uint64) error
+	LastIntent(ctx context.Context, consumer string) (uint64, error)
+	WrittenEvents(ctx context.Context, rows []chstore.EventRow) (map[uint64]bool, error)
 }
 
 // Ingester consumes the events stream.
@@ -105,6 +110,7 @@ type Ingester struct {
 	log      *slog.Logger
 	metrics  *metrics
 	folder   *fold.Folder
+	intents  intents
 	// next is the stream sequence the consumer must deliver next (see
 	// collect); 0 right after the consumer was (re)created.
 	next uint64
@@ -208,10 +214,14 @@ func (i *Ingester) Run(ctx context.Context) error {
 }
 
 // recover reads the last committed sequence; rows above it belong to a
-// batch that was being written when the process stopped.
+// batch that was being written when the process stopped, and reach at
+// most as far as the intents say.
 func (i *Ingester) recover(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
 		seq, err := i.store.LastCommitted(ctx, i.cfg.Consumer)
+		if err == nil {
+			err = i.readIntents(ctx)
+		}
 		if err == nil {
 			i.folder.Reset()
 			i.folder.Committed = seq
@@ -387,7 +397,11 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 	if len(inputs) > 0 {
 		wstart := time.Now()
 		marker := chstore.BatchMarker{Consumer: i.cfg.Consumer, FirstSeq: inputs[0].Seq, LastSeq: last, Events: len(events)}
-		if err := i.store.WriteBatch(ctx, events, folded, marker); err != nil {
+		write, err := i.unwritten(ctx, events)
+		if err != nil {
+			return err
+		}
+		if err := i.store.WriteBatch(ctx, write, folded, marker); err != nil {
 			return err
 		}
 		i.folder.Committed = last

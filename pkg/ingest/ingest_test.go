@@ -192,19 +192,24 @@ func TestCrashesAndReplayGiveTheSameState(t *testing.T) {
 
 	ref := testenv.ClickHouse(t)
 	runUntil(t, testConfig("reference"), n.JS, ref, last)
-	wantSameAfterFailuresAndReplay(t, n.JS, testenv.Snapshot(t, ref), last)
+	wantSameAfterFailuresAndReplay(t, n.JS, ref, last)
 }
 
 // wantSameAfterFailuresAndReplay folds the stream up to last twice more,
 // with failures injected at every write stage every few batches and as a
-// replay into empty tables with other batch sizes; both must end in want.
-func wantSameAfterFailuresAndReplay(t *testing.T, js jetstream.JetStream, want string, last uint64) {
+// replay into empty tables with other batch sizes; both must end in the
+// state of ref, an uninterrupted run, and the first with one events row
+// per message, unmerged.
+func wantSameAfterFailuresAndReplay(t *testing.T, js jetstream.JetStream, ref *chstore.Store, last uint64) {
 	t.Helper()
+	want := testenv.Snapshot(t, ref)
 	crashy := testenv.ClickHouse(t)
+	stopMerges(t, crashy)
 	runUntil(t, testConfig("crashy"), js, &flakyStore{Store: crashy, every: 3}, last)
 	if got := testenv.Snapshot(t, crashy); got != want {
 		t.Fatalf("state after injected failures differs from an uninterrupted run:\n%s", testenv.FirstDiff(got, want))
 	}
+	wantOneRowPerMessage(t, crashy, ref)
 	replay := testenv.ClickHouse(t)
 	cfg := testConfig("replay")
 	cfg.BatchSize = 1000

@@ -3,9 +3,9 @@ package ingest
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	events, batches, personRows, distinctIDRows, warnings, deadLettered, failures, gaps prometheus.Counter
-	batchSize, foldSeconds, flushSeconds                                                prometheus.Histogram
-	lag, committed                                                                      prometheus.Gauge
+	events, batches, personRows, distinctIDRows, warnings, deadLettered, failures, gaps, eventLookups, eventsWritten prometheus.Counter
+	batchSize, foldSeconds, flushSeconds                                                                             prometheus.Histogram
+	lag, committed                                                                                                   prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -33,6 +33,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		deadLettered:   counter("dead_lettered_total", "Messages sent to the dead-letter stream."),
 		failures:       counter("batch_failures_total", "Batches that failed and were handed back for redelivery."),
 		gaps:           counter("delivery_gaps_total", "Messages lost in delivery (a reconnect, a slow consumer): the consumer was recreated from the last commit."),
+		eventLookups:   counter("event_lookups_total", "Batches whose events were looked up before writing, as they may overlap rows of an uncommitted write (after a start or a failed write)."),
+		eventsWritten:  counter("events_already_written_total", "Events of such batches found already written and left out."),
 		batchSize:      hist("batch_messages", "Messages per batch.", prometheus.ExponentialBuckets(1, 4, 10)),
 		foldSeconds:    hist("fold_seconds", "Time to fold a batch in memory (with its reads).", prometheus.ExponentialBuckets(0.0005, 2, 16)),
 		flushSeconds:   hist("flush_seconds", "Time to write a batch to ClickHouse.", prometheus.ExponentialBuckets(0.001, 2, 16)),

@@ -1,0 +1,95 @@
+package chstore
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+)
+
+// WriteIntent records, before a batch's rows are written, that a consumer
+// may write rows up to through without committing them (ingest_intents):
+// after a crash, the next start learns from LastIntent how far rows of an
+// uncommitted batch can reach, since the commit marker never came.
+func (s *Store) WriteIntent(ctx context.Context, consumer string, first, through uint64) error {
+	return wrap("write intent", s.insertRow(ctx, `INSERT INTO ingest_intents (consumer, first_seq, through_seq, written_at)`,
+		consumer, first, through, time.Now().UTC()))
+}
+
+// LastIntent returns the highest sequence a consumer's intents cover (0:
+// none).
+func (s *Store) LastIntent(ctx context.Context, consumer string) (uint64, error) {
+	var seq uint64
+	err := s.conn.QueryRow(ctx, "SELECT max(through_seq) FROM ingest_intents WHERE consumer = ?", consumer).Scan(&seq)
+	return seq, err
+}
+
+// WrittenEvents returns the seqs of rows that the events table already
+// holds. It reads by the table's sort key, (project_id, toDate(timestamp),
+// event, uuid): per project, the (date, event) pairs of the rows, then
+// their seq range, so it reads the granules of those pairs and never the
+// whole table (the month partitions outside the rows' time range are
+// skipped too).
+func (s *Store) WrittenEvents(ctx context.Context, rows []EventRow) (map[uint64]bool, error) {
+	type key struct {
+		date  string
+		event string
+	}
+	type span struct {
+		pairs            map[key]bool
+		minSeq, maxSeq   uint64
+		minTime, maxTime int64
+	}
+	byProject := map[uint64]*span{}
+	for _, r := range rows {
+		sp := byProject[r.ProjectID]
+		if sp == nil {
+			sp = &span{pairs: map[key]bool{}, minSeq: r.Seq, maxSeq: r.Seq, minTime: r.Timestamp.Unix(), maxTime: r.Timestamp.Unix()}
+			byProject[r.ProjectID] = sp
+		}
+		sp.pairs[key{r.Timestamp.UTC().Format(time.DateOnly), r.Event}] = true
+		sp.minSeq, sp.maxSeq = min(sp.minSeq, r.Seq), max(sp.maxSeq, r.Seq)
+		sp.minTime, sp.maxTime = min(sp.minTime, r.Timestamp.Unix()), max(sp.maxTime, r.Timestamp.Unix())
+	}
+	ctx = loaderCtx(ctx)
+	out := map[uint64]bool{}
+	for project, sp := range byProject {
+		keys := make([]key, 0, len(sp.pairs))
+		for k := range sp.pairs {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool {
+			return keys[i].date < keys[j].date || keys[i].date == keys[j].date && keys[i].event < keys[j].event
+		})
+		for start := 0; start < len(keys); start += chunk {
+			part := keys[start:min(start+chunk, len(keys))]
+			pairs := make([]any, len(part))
+			for i, k := range part {
+				pairs[i] = clickhouse.GroupSet{Value: []any{k.date, k.event}}
+			}
+			// The timestamp range prunes month partitions; the pairs
+			// select the sort key's ranges; seq only filters them.
+			q, err := s.conn.Query(ctx, `SELECT seq FROM events
+				WHERE project_id = ? AND timestamp >= toDateTime(?) AND timestamp <= toDateTime(?)
+				AND (toDate(timestamp), event) IN ? AND seq >= ? AND seq <= ?`,
+				project, sp.minTime, sp.maxTime, clickhouse.GroupSet{Value: pairs}, sp.minSeq, sp.maxSeq)
+			if err != nil {
+				return nil, err
+			}
+			for q.Next() {
+				var seq uint64
+				if err := q.Scan(&seq); err != nil {
+					q.Close()
+					return nil, err
+				}
+				out[seq] = true
+			}
+			q.Close()
+			if err := q.Err(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}

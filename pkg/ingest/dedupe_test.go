@@ -1,0 +1,87 @@
+package ingest
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/testenv"
+)
+
+// stopMerges keeps ClickHouse from merging the events table's parts, so
+// a second row of a message stays visible to count() (a merge would hide
+// it by chance).
+func stopMerges(t *testing.T, store *chstore.Store) {
+	t.Helper()
+	if err := store.Conn().Exec(context.Background(), "SYSTEM STOP MERGES events"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantOneRowPerMessage: the events table holds one row per stored
+// message, without FINAL: as many rows as distinct seqs, as many as an
+// uninterrupted run (ref) stored.
+func wantOneRowPerMessage(t *testing.T, store, ref *chstore.Store) {
+	t.Helper()
+	ctx := context.Background()
+	var want uint64
+	if err := ref.Conn().QueryRow(ctx, "SELECT count() FROM events FINAL").Scan(&want); err != nil {
+		t.Fatal(err)
+	}
+	var rows, seqs uint64
+	if err := store.Conn().QueryRow(ctx, "SELECT count(), uniqExact(seq) FROM events").Scan(&rows, &seqs); err != nil {
+		t.Fatal(err)
+	}
+	if rows != seqs || seqs != want {
+		t.Fatalf("events: %d rows of %d distinct seqs, want %d messages, one row each", rows, seqs, want)
+	}
+}
+
+// countingStore counts the ingester's intents and lookups.
+type countingStore struct {
+	*chstore.Store
+	intents, lookups atomic.Int64
+}
+
+func (s *countingStore) WriteIntent(ctx context.Context, consumer string, first, through uint64) error {
+	s.intents.Add(1)
+	return s.Store.WriteIntent(ctx, consumer, first, through)
+}
+
+func (s *countingStore) WrittenEvents(ctx context.Context, rows []chstore.EventRow) (map[uint64]bool, error) {
+	s.lookups.Add(1)
+	return s.Store.WrittenEvents(ctx, rows)
+}
+
+// TestNormalRunLooksNothingUp: without a failure or a restart, no batch
+// looks up its events, and an intent covers about two batches (it reaches
+// BatchSize beyond its batch). After a restart, only the batches up to
+// the last intent look up theirs.
+func TestNormalRunLooksNothingUp(t *testing.T) {
+	n := testenv.StartNATS(t, "")
+	msgs := testenv.Workload(5, 1500, 100)
+	last := testenv.PublishWorkload(t, n.JS, 0, msgs[:1000])
+	store := &countingStore{Store: testenv.ClickHouse(t)}
+	cfg := testConfig("normal")
+	runUntil(t, cfg, n.JS, store, last)
+	batches := (last + uint64(cfg.BatchSize) - 1) / uint64(cfg.BatchSize)
+	if l, i := store.lookups.Load(), store.intents.Load(); l != 0 || i == 0 || uint64(i) > batches/2+1 {
+		t.Fatalf("uninterrupted run of %d batches: %d lookups (want 0), %d intents (want 1 to %d)", batches, l, i, batches/2+1)
+	}
+	claimed, err := store.LastIntent(context.Background(), cfg.Consumer)
+	if err != nil || claimed < last || claimed > last+uint64(cfg.BatchSize) {
+		t.Fatalf("last intent %d (%v), want %d to %d", claimed, err, last, last+uint64(cfg.BatchSize))
+	}
+
+	last = testenv.PublishWorkload(t, n.JS, 1000, msgs[1000:])
+	cfg.BatchWait = time.Second // full batches
+	runUntil(t, cfg, n.JS, store, last)
+	if l := store.lookups.Load(); l < 1 || l > 2 {
+		t.Fatalf("after a restart: %d lookups, want the batches up to the last intent (1 or 2)", l)
+	}
+	ref := testenv.ClickHouse(t)
+	runUntil(t, testConfig("reference"), n.JS, ref, last)
+	wantOneRowPerMessage(t, store.Store, ref)
+}
