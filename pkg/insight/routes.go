@@ -46,9 +46,11 @@ func (st *Store) Trends(ctx context.Context, project uint64, f *Filter, q url.Va
 }
 
 // trendsValue is the per-person value of a trends point: the number of
-// distinct matching events (duplicates of a redelivered message are one
-// event), or an aggregate of the numeric values of math_property (key,
-// which the scan must then extract).
+// matching events, or an aggregate of the numeric values of math_property
+// (key, which the scan must then extract). The number is count(): the
+// ingester writes one events row per stream message, also after a crash
+// or a retry (docs/architecture.md, "One events row per message"), so
+// no per-person set of uuids is needed (a third of the query's time).
 func trendsValue(e Entity) (value cond, key string, err error) {
 	agg := map[string]string{
 		"sum": "sum(%s)", "avg": "avg(%s)", "min": "min(%s)", "max": "max(%s)",
@@ -67,7 +69,7 @@ func trendsValue(e Entity) (value cond, key string, err error) {
 	case "unique_group", "unique_session":
 		return cond{}, "", invalidf("entity_math", "math %q is not supported: actors are persons.", m)
 	}
-	return cond{"toFloat64(uniqExact(uuid))", nil}, "", nil
+	return cond{"toFloat64(count())", nil}, "", nil
 }
 
 // Stickiness answers GET /persons/stickiness/: the persons whose events of
