@@ -3,19 +3,14 @@ package insight
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/event"
-	"github.com/personhub/personhub/pkg/ingest"
 	"github.com/personhub/personhub/pkg/testenv"
 )
 
@@ -43,20 +38,7 @@ func workloadWithResets(seed int64, n, ids int) []testenv.Message {
 // ingestAll runs an ingester over the stream until it committed last.
 func ingestAll(t *testing.T, n *testenv.NATS, store *chstore.Store, last uint64) {
 	t.Helper()
-	cfg := ingest.DefaultConfig()
-	cfg.Consumer, cfg.BatchSize, cfg.BatchWait = "attribution", 97, 20*time.Millisecond
-	ing, err := ingest.New(cfg, n.JS, store, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ing.Run(ctx) }()
-	testenv.WaitCommitted(t, store, cfg.Consumer, last, 90*time.Second)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	runIngester(t, n, &brokenStore{Store: store}, "attribution", 97, last)
 }
 
 // attribution maps each analysed event's uuid to its person.

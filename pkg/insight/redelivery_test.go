@@ -22,8 +22,8 @@ import (
 	"github.com/personhub/personhub/pkg/testenv"
 )
 
-// brokenStore fails every every-th batch write after its rows landed and
-// before its commit marker. With dead set, the first such failure kills
+// brokenStore fails every every-th batch write (0: none) after its rows
+// landed and before its commit marker. With dead set, the first such failure kills
 // it (every later write fails), as a crashed process leaves its store.
 type brokenStore struct {
 	*chstore.Store
@@ -43,7 +43,7 @@ func (s *brokenStore) WriteBatch(ctx context.Context, events []chstore.EventRow,
 		default:
 		}
 	}
-	if s.calls++; s.calls%s.every != 0 {
+	if s.calls++; s.every == 0 || s.calls%s.every != 0 {
 		return s.Store.WriteBatch(ctx, events, b, m)
 	}
 	if err := s.Store.WriteRows(ctx, events, b); err != nil {
@@ -57,10 +57,13 @@ func (s *brokenStore) WriteBatch(ctx context.Context, events []chstore.EventRow,
 
 // runIngester runs an ingester over store until it committed last, or,
 // with the store dying, until it died (the batch in hand abandoned).
-func runIngester(t *testing.T, n *testenv.NATS, store *brokenStore, consumer string, last uint64) {
+func runIngester(t *testing.T, n *testenv.NATS, store *brokenStore, consumer string, batch int, last uint64) {
 	t.Helper()
 	cfg := ingest.DefaultConfig()
-	cfg.Consumer, cfg.BatchSize, cfg.BatchWait, cfg.ShutdownGrace = consumer, 40, 20*time.Millisecond, 50*time.Millisecond
+	cfg.Consumer, cfg.BatchSize, cfg.BatchWait = consumer, batch, 20*time.Millisecond
+	if store.dead != nil {
+		cfg.ShutdownGrace = 50 * time.Millisecond // the dead store's batch is abandoned
+	}
 	ing, err := ingest.New(cfg, n.JS, store, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -127,13 +130,13 @@ func TestRedeliveredMessagesCountOnce(t *testing.T) {
 	}
 
 	clean := testenv.ClickHouse(t)
-	runIngester(t, n, &brokenStore{Store: clean, every: 1 << 30}, "clean", last)
+	runIngester(t, n, &brokenStore{Store: clean}, "clean", 40, last)
 	broken := testenv.ClickHouse(t)
 	if err := broken.Conn().Exec(ctx, "SYSTEM STOP MERGES events"); err != nil {
 		t.Fatal(err)
 	}
-	runIngester(t, n, &brokenStore{Store: broken, every: 2, dead: make(chan struct{})}, "broken", last)
-	runIngester(t, n, &brokenStore{Store: broken, every: 3}, "broken", last)
+	runIngester(t, n, &brokenStore{Store: broken, every: 2, dead: make(chan struct{})}, "broken", 40, last)
+	runIngester(t, n, &brokenStore{Store: broken, every: 3}, "broken", 40, last)
 
 	var rows, seqs uint64
 	if err := broken.Conn().QueryRow(ctx, "SELECT count(), uniqExact(seq) FROM events").Scan(&rows, &seqs); err != nil {
