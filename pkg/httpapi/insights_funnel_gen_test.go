@@ -174,13 +174,7 @@ func TestFunnelGenerated(t *testing.T) {
 			p.Set("exclusions", `[{"id":"x","type":"events","funnel_from_step":0,"funnel_to_step":1}]`)
 		}
 		for _, step := range []int{1, 2, 3, -2, -3} {
-			var want []string
-			for id, l := range levels {
-				if (step > 0 && l >= step) || (step < 0 && l == -step-1) {
-					want = append(want, id)
-				}
-			}
-			sort.Strings(want)
+			want := atFunnelStep(levels, step)
 			p.Set("funnel_step", fmt.Sprint(step))
 			got := e.funnelPersons("funnel", p)
 			if !slices.Equal(got, want) {
@@ -279,6 +273,19 @@ func TestFunnelGenerated(t *testing.T) {
 	if csv.status != 200 || len(lines) != len(all)+1 || !strings.Contains(lines[0], "distinct_ids") {
 		t.Errorf("csv: %d, %d lines for %d persons: %.200s", csv.status, len(lines), len(all), csv.body)
 	}
+}
+
+// atFunnelStep is the sorted ids whose level funnel_step=step selects:
+// step or further (step > 0), exactly -step-1 (step < 0).
+func atFunnelStep(levels map[string]int, step int) []string {
+	var want []string
+	for id, l := range levels {
+		if (step > 0 && l >= step) || (step < 0 && l == -step-1) {
+			want = append(want, id)
+		}
+	}
+	sort.Strings(want)
+	return want
 }
 
 // uniqueSecond draws a second in [0, span) not drawn before for used.

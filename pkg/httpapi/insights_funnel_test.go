@@ -248,9 +248,10 @@ func TestFunnelEdges(t *testing.T) {
 	check("a step's event never correlates", get("funnel/correlation", ab, append(corr, "funnel_correlation_person_entity", `{"id":"b","type":"events"}`)...))
 }
 
-// Why funnels are not windowFunnel (docs/analysis.md): on 18.16 its
-// answer for two steps in one second depends on the order rows arrive in,
-// and its 'strict' mode does not exist.
+// Why funnels do not take windowFunnel as it is (docs/analysis.md): on
+// 18.16 its answer for two steps in one second depends on the order rows
+// arrive in (the ordered case's fast path ranks the timestamps to fix it:
+// TestFunnelSameSecondTies), and its 'strict' mode does not exist.
 func TestFunnelWindowFunnelLimits(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()

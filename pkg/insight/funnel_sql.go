@@ -14,7 +14,9 @@ import (
 // rows arrive in, and returns no per-attempt timestamps, which exclusions
 // and correlation need. So every
 // order type is computed the same way, with arrays and higher-order
-// functions that exist on 18.16 and current releases:
+// functions that exist on 18.16 and current releases (except the plain
+// ordered case, which takes windowFunnel over timestamps that carry our
+// order of one second's events: funnel_fast.go):
 //
 //  1. per person, the sorted array A of the events in range that match a
 //     step, an exclusion or the correlation entity (every event for strict
@@ -72,6 +74,8 @@ type funnelQuery struct {
 	scan    scan
 	corr    *cond // the correlation entity's events, when asked
 	bdExprs []cond
+	// disjoint: no event can match two steps (funnel_fast.go).
+	disjoint bool
 }
 
 // funnelScan builds the scan of a funnel: the filter's range, global
@@ -84,7 +88,7 @@ func (st *Store) funnelScan(ctx context.Context, project uint64, f *Filter, fn *
 	if err != nil {
 		return nil, err
 	}
-	fq := &funnelQuery{fn: fn, loc: f.Loc}
+	fq := &funnelQuery{fn: fn, loc: f.Loc, disjoint: st.disjointSteps(ctx, project, fn.Steps)}
 	person := make([]bool, len(fn.Breakdown))
 	for i := range person {
 		person[i] = fn.BreakdownType == "person"
@@ -173,8 +177,12 @@ func (fq *funnelQuery) deadline(s *sqlText, t string, tz string) {
 // persons is the SQL selecting, per person of the funnel, pid, level
 // (steps reached, 0 when every attempt was excluded), first and final
 // (the counted attempt's step-1 and last-step seconds) and bucket (the
-// breakdown values of the person).
+// breakdown values of the person); the fast path (funnel_fast.go) only
+// pid and plevel, all its callers read then.
 func (fq *funnelQuery) persons(tz string) (string, []any) {
+	if fq.fastLevel() {
+		return fq.fastPersons()
+	}
 	var s sqlText
 	base, args := fq.scan.sql()
 	// hit is a layer above first and final, which it reads as columns (18.16

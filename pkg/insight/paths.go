@@ -201,11 +201,23 @@ func (st *Store) Paths(ctx context.Context, project uint64, f *Filter, q url.Val
 	if len(p.exclude) > 0 {
 		s.where = and(s.where, cond{"event NOT IN (" + marks(len(p.exclude)) + ")", anys(p.exclude)})
 	}
+	if p.anyPath() && len(p.exclude) == 0 {
+		// Every person with an event in the scan: no item, no arrays.
+		base, args := s.sql()
+		lim, largs := page.sql()
+		return st.actors(ctx, "SELECT pid FROM ("+base+") GROUP BY pid ORDER BY pid"+lim, append(args, largs...), false)
+	}
 	s.extra = append(s.extra, cond{p.item.sql + " AS item", p.item.args})
 	base, args := s.sql()
 	var excl cond
 	if len(p.exclude) > 0 {
 		excl = cond{" WHERE item NOT IN (" + marks(len(p.exclude)) + ")", anys(p.exclude)}
+	}
+	if p.anyPath() {
+		// Every person with an event left after the items excluded.
+		lim, largs := page.sql()
+		return st.actors(ctx, "SELECT pid FROM (SELECT pid, item FROM ("+base+")"+excl.sql+") GROUP BY pid ORDER BY pid"+lim,
+			append(append(args, excl.args...), largs...), false)
 	}
 	// Two arrays, items sorted by their times, not one array of (time,
 	// item) tuples: a groupArray of tuples serializes every tuple into
@@ -227,6 +239,14 @@ func (st *Store) Paths(ctx context.Context, project uint64, f *Filter, q url.Val
 		all = append(all, part...)
 	}
 	return st.actors(ctx, sql+lim, all, false)
+}
+
+// anyPath: no key, start or end point, so every session is a path that
+// puts its person in the answer; each person with an event has one (a
+// session holds at least one event, and collapsing runs leaves one), so
+// the answer is the persons with an event, without sessions or items.
+func (p *paths) anyPath() bool {
+	return p.off == nil && p.startKey == nil && p.endKey == nil && p.start == "" && p.end == ""
 }
 
 // keep: sessions without the start (end) point have no path.
