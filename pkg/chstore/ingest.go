@@ -180,6 +180,10 @@ func (s *Store) LastCommitted(ctx context.Context, consumer string) (uint64, err
 	return seq, err
 }
 
+// writeEvents appends the rows column by column: one slice per column
+// hands the driver each column at once, where a row-wise Append boxes
+// every value in an interface and converts it alone (a tenth of the
+// ingester's time in make bench).
 func (s *Store) writeEvents(ctx context.Context, events []EventRow) error {
 	if len(events) == 0 {
 		return nil
@@ -188,11 +192,23 @@ func (s *Store) writeEvents(ctx context.Context, events []EventRow) error {
 	if err != nil {
 		return err
 	}
-	for _, e := range events {
-		if err := batch.Append(e.ProjectID, e.UUID, e.Event, e.DistinctID, e.PersonID, e.PersonUUID,
-			e.Timestamp, uint16(e.Timestamp.Nanosecond()/1e6), e.Properties, e.Seq); err != nil {
+	n := len(events)
+	var (
+		projects, persons, seqs = make([]uint64, n), make([]uint64, n), make([]uint64, n)
+		ids, personUUIDs        = make([]uuid.UUID, n), make([]uuid.UUID, n)
+		names, distinct, props  = make([]string, n), make([]string, n), make([]string, n)
+		times                   = make([]time.Time, n)
+		millis                  = make([]uint16, n)
+	)
+	for i, e := range events {
+		projects[i], ids[i], names[i], distinct[i], persons[i], personUUIDs[i] = e.ProjectID, e.UUID, e.Event, e.DistinctID, e.PersonID, e.PersonUUID
+		times[i], millis[i], props[i], seqs[i] = e.Timestamp, uint16(e.Timestamp.Nanosecond()/1e6), e.Properties, e.Seq
+	}
+	// In the statement's column order.
+	for i, col := range []any{projects, ids, names, distinct, persons, personUUIDs, times, millis, props, seqs} {
+		if err := batch.Column(i).Append(col); err != nil {
 			batch.Abort()
-			return err
+			return Classify(err)
 		}
 	}
 	return batch.Send()

@@ -298,6 +298,10 @@ func object(raw json.RawMessage, field string, decode func([]byte) (any, error))
 // mergedObject combines the top-level field with the one inside properties;
 // top-level keys win.
 func mergedObject(top json.RawMessage, inner any, field string, decode func([]byte) (any, error)) (map[string]any, error) {
+	if inner == nil {
+		// The common case: nothing to merge, and object's map is new.
+		return object(top, field, decode)
+	}
 	out := map[string]any{}
 	if inner != nil {
 		m, ok := inner.(map[string]any)

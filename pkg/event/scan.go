@@ -138,6 +138,13 @@ func scanNumber(b []byte, i int) (int, bool) {
 	return i, true
 }
 
+// IsNumber reports whether s is a JSON number, as a json.Number must be
+// to be encoded.
+func IsNumber(s string) bool {
+	end, ok := scanNumber([]byte(s), 0)
+	return ok && end == len(s)
+}
+
 func scanLiteral(b []byte, i int, lit string) (int, bool) {
 	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
 		return 0, false
