@@ -81,10 +81,17 @@ func (s *session) run(ctx context.Context) error {
 		return fmt.Errorf("publish: %w", err)
 	}
 	all := s.o.only == ""
-	if all {
+	if all || s.o.only == "g1" {
 		if err := s.rawConsumes(ctx); err != nil {
 			return fmt.Errorf("raw consume: %w", err)
 		}
+	}
+	if s.o.only == "g1" {
+		// The ingester's own work alone, for profiling it (G1's ratio
+		// and CPU per event).
+		return s.ingestMain(ctx)
+	}
+	if all {
 		if err := s.inserts(ctx, events); err != nil {
 			return fmt.Errorf("G2 inserts: %w", err)
 		}

@@ -72,11 +72,22 @@ func invalid(format string, args ...any) error {
 	return &Error{Reason: fmt.Sprintf(format, args...)}
 }
 
-// Parse decodes and validates one envelope.
+// Parse decodes and validates one envelope. The common envelope is read by
+// the one-pass scanner (scan.go, envelope.go); anything else by
+// parseReference. Both give the same Event or the same error.
 func Parse(data []byte) (Event, error) {
 	if len(data) > MaxSize {
 		return Event{}, invalid("message is %d bytes, limit is %d", len(data), MaxSize)
 	}
+	if w, props, ok := scanEnvelope(data); ok {
+		return build(w, props.decode, decodeFast)
+	}
+	return parseReference(data)
+}
+
+// parseReference is Parse on encoding/json alone: the fallback for what
+// the scanner leaves, and the oracle the scanner is tested against.
+func parseReference(data []byte) (Event, error) {
 	var w wire
 	if err := json.Unmarshal(data, &w); err != nil {
 		var typeErr *json.UnmarshalTypeError
@@ -85,6 +96,12 @@ func Parse(data []byte) (Event, error) {
 		}
 		return Event{}, invalid("not a JSON object: %v", err)
 	}
+	return build(w, foldProperties, decodeStd)
+}
+
+// build validates a decoded envelope. props decodes the properties the
+// fold reads; decode decodes $set, $set_once and $unset values.
+func build(w wire, props func(json.RawMessage) (map[string]any, error), decode func([]byte) (any, error)) (Event, error) {
 	ev := Event{PropertiesRaw: w.Properties}
 	if w.UUID == nil {
 		return Event{}, invalid("uuid is required")
@@ -110,17 +127,17 @@ func Parse(data []byte) (Event, error) {
 	if ev.Timestamp, err = ParseTime(*w.Timestamp); err != nil {
 		return Event{}, invalid("timestamp %q: %v", *w.Timestamp, err)
 	}
-	if ev.Properties, err = foldProperties(w.Properties); err != nil {
+	if ev.Properties, err = props(w.Properties); err != nil {
 		return Event{}, err
 	}
 	ev.top = [3]json.RawMessage{w.Set, w.SetOnce, w.Unset}
-	if ev.Set, err = mergedObject(w.Set, ev.Properties["$set"], "$set"); err != nil {
+	if ev.Set, err = mergedObject(w.Set, ev.Properties["$set"], "$set", decode); err != nil {
 		return Event{}, err
 	}
-	if ev.SetOnce, err = mergedObject(w.SetOnce, ev.Properties["$set_once"], "$set_once"); err != nil {
+	if ev.SetOnce, err = mergedObject(w.SetOnce, ev.Properties["$set_once"], "$set_once", decode); err != nil {
 		return Event{}, err
 	}
-	if ev.Unset, err = mergedUnset(w.Unset, ev.Properties["$unset"]); err != nil {
+	if ev.Unset, err = mergedUnset(w.Unset, ev.Properties["$unset"], decode); err != nil {
 		return Event{}, err
 	}
 	return ev, nil
@@ -158,10 +175,8 @@ func foldProperties(raw json.RawMessage) (map[string]any, error) {
 		if !ok {
 			continue
 		}
-		dec := json.NewDecoder(bytes.NewReader(v))
-		dec.UseNumber()
-		var val any
-		if err := dec.Decode(&val); err != nil {
+		val, err := decodeStd(v)
+		if err != nil {
 			return nil, invalid("properties.%s: %v", k, err)
 		}
 		out[k] = val
@@ -235,7 +250,8 @@ func parseDistinctID(raw json.RawMessage) (string, error) {
 	var s string
 	switch raw[0] {
 	case '"':
-		if err := json.Unmarshal(raw, &s); err != nil {
+		var err error
+		if s, err = unquote(raw); err != nil {
 			return "", invalid("distinct_id: %v", err)
 		}
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
@@ -267,14 +283,13 @@ func ParseTime(s string) (time.Time, error) {
 	return time.Time{}, errors.New("want RFC 3339")
 }
 
-func object(raw json.RawMessage, field string) (map[string]any, error) {
+func object(raw json.RawMessage, field string, decode func([]byte) (any, error)) (map[string]any, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return map[string]any{}, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
+	v, err := decode(raw)
+	m, ok := v.(map[string]any)
+	if err != nil || !ok {
 		return nil, invalid("%s must be an object", field)
 	}
 	return m, nil
@@ -282,7 +297,11 @@ func object(raw json.RawMessage, field string) (map[string]any, error) {
 
 // mergedObject combines the top-level field with the one inside properties;
 // top-level keys win.
-func mergedObject(top json.RawMessage, inner any, field string) (map[string]any, error) {
+func mergedObject(top json.RawMessage, inner any, field string, decode func([]byte) (any, error)) (map[string]any, error) {
+	if inner == nil {
+		// The common case: nothing to merge, and object's map is new.
+		return object(top, field, decode)
+	}
 	out := map[string]any{}
 	if inner != nil {
 		m, ok := inner.(map[string]any)
@@ -293,7 +312,7 @@ func mergedObject(top json.RawMessage, inner any, field string) (map[string]any,
 			out[k] = v
 		}
 	}
-	m, err := object(top, field)
+	m, err := object(top, field, decode)
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +322,7 @@ func mergedObject(top json.RawMessage, inner any, field string) (map[string]any,
 	return out, nil
 }
 
-func mergedUnset(top json.RawMessage, inner any) ([]string, error) {
+func mergedUnset(top json.RawMessage, inner any, decode func([]byte) (any, error)) ([]string, error) {
 	var all []string
 	add := func(v any, where string) error {
 		switch t := v.(type) {
@@ -329,10 +348,8 @@ func mergedUnset(top json.RawMessage, inner any) ([]string, error) {
 		return nil, err
 	}
 	if len(top) > 0 {
-		var v any
-		dec := json.NewDecoder(bytes.NewReader(top))
-		dec.UseNumber()
-		if err := dec.Decode(&v); err != nil {
+		v, err := decode(top)
+		if err != nil {
 			return nil, invalid("$unset: %v", err)
 		}
 		if err := add(v, "$unset"); err != nil {

@@ -3,6 +3,8 @@ package fold
 import (
 	"encoding/json"
 	"sort"
+
+	"github.com/personhub/personhub/pkg/event"
 )
 
 // DefaultMaxPersonBytes is the default bound on a person's properties,
@@ -29,6 +31,11 @@ func (f *Folder) allowedChanges(in Input, p *personState) (setOnce, set map[stri
 		return ev.SetOnce, ev.Set
 	}
 	props := p.row.Properties
+	if maxJSONSize(props)+maxJSONSize(ev.Set)+maxJSONSize(ev.SetOnce) <= f.MaxPersonBytes {
+		// Far from the limit (the common case): the merged properties
+		// cannot exceed it, so the exact size need not be encoded.
+		return ev.SetOnce, ev.Set
+	}
 	next := make(map[string]any, len(props)+len(ev.Set)+len(ev.SetOnce))
 	for k, v := range props {
 		next[k] = v
@@ -67,6 +74,40 @@ func (f *Folder) allowedChanges(in Input, p *personState) (setOnce, set map[stri
 		},
 	})
 	return nil, nil
+}
+
+// maxJSONSize bounds from above the length of v as encoding/json encodes
+// it, for the types decoded JSON holds: a string's byte may take up to six
+// (an escape such as \u003c; invalid UTF-8 becomes \ufffd). Another type
+// gives a bound no limit passes, so jsonSize decides.
+func maxJSONSize(v any) int {
+	const unknown = 1 << 40
+	switch t := v.(type) {
+	case nil:
+		return 4
+	case bool:
+		return 5
+	case string:
+		return 2 + 6*len(t)
+	case json.Number:
+		if !event.IsNumber(string(t)) {
+			return unknown // Marshal refuses it: jsonSize says so
+		}
+		return len(t)
+	case map[string]any:
+		n := 2
+		for k, e := range t {
+			n += 2 + 6*len(k) + 2 + maxJSONSize(e)
+		}
+		return n
+	case []any:
+		n := 2
+		for _, e := range t {
+			n += 1 + maxJSONSize(e)
+		}
+		return n
+	}
+	return unknown
 }
 
 // jsonSize is the length of props as the store encodes it (encoding/json).

@@ -109,3 +109,26 @@ func TestPersonOverLimitMayShrink(t *testing.T) {
 		t.Fatalf("persons %+v, warnings %+v", b.Persons, warnings)
 	}
 }
+
+// TestMaxJSONSize: the bound that spares allowedChanges the encoding is
+// never below the encoded length, whatever escaping the values need, and
+// defers (no limit passes it) where encoding/json would refuse the value.
+func TestMaxJSONSize(t *testing.T) {
+	for _, v := range []any{
+		nil, true, false, "", "plain", "<>&", "\u2028\u2029", "\xff\xfe", "\x00\x1f\n\t\"\\", json.Number("-1.5e10"),
+		map[string]any{}, []any{}, map[string]any{"<k>": []any{"\x01", nil, map[string]any{"\xff": json.Number("0")}}, "": ""},
+	} {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := maxJSONSize(v); got < len(raw) {
+			t.Errorf("maxJSONSize(%#v) = %d, encoded %d bytes", v, got, len(raw))
+		}
+	}
+	for _, v := range []any{json.Number(""), json.Number("1x"), map[string]any{"a": 1.5}, []any{int64(1)}} {
+		if got := maxJSONSize(v); got < 1<<30 {
+			t.Errorf("maxJSONSize(%#v) = %d, want no bound", v, got)
+		}
+	}
+}

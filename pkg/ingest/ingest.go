@@ -362,7 +362,7 @@ func (e *extendError) Error() string {
 func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 	start := time.Now()
 	parseAll(batch)
-	var inputs []fold.Input
+	inputs := make([]fold.Input, 0, len(batch))
 	for _, p := range batch {
 		if !p.skip && p.dead == "" {
 			inputs = append(inputs, p.in)
