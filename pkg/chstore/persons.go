@@ -104,6 +104,12 @@ func (q ListQuery) where() (string, []any) {
 // only, not for every person of the project the sort passes over.
 func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
 	ctx = readCtx(ctx)
+	if q.unfiltered() && q.Limit > 0 {
+		list, total, ok, err := s.listUnfiltered(ctx, q)
+		if ok || err != nil {
+			return list, total, err
+		}
+	}
 	where, args := q.where()
 	var total uint64
 	if err := s.conn.QueryRow(ctx, "SELECT count() FROM persons FINAL WHERE "+where, args...).Scan(&total); err != nil {
@@ -122,30 +128,8 @@ func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, u
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: %w", err)
 	}
-	if len(ids) == 0 {
-		return nil, total, nil
-	}
-	// PREWHERE on the key alone is safe with FINAL (every version of a
-	// person has the same key) and makes ClickHouse read the wide columns
-	// of the granules holding the page only; with WHERE, 18.16 read them
-	// for neighbouring rows too, another project's widest person included.
-	found, err := s.queryPersons(ctx, "SELECT "+personColumns+" FROM persons FINAL PREWHERE project_id = ? AND id IN ? WHERE is_deleted = 0",
-		q.ProjectID, set(ids))
-	if err != nil {
-		return nil, 0, err
-	}
-	byID := make(map[uint64]PersonRecord, len(found))
-	for _, p := range found {
-		byID[p.ID] = p
-	}
-	// In the page's order; a person deleted between the two reads is gone.
-	list := make([]PersonRecord, 0, len(ids))
-	for _, id := range ids {
-		if p, ok := byID[id]; ok {
-			list = append(list, p)
-		}
-	}
-	return list, total, nil
+	list, err := s.materialise(ctx, q.ProjectID, ids)
+	return list, total, err
 }
 
 // exportCtx is readCtx with small result blocks: the driver holds a whole
