@@ -41,3 +41,22 @@ SELECT project_id, bitNot(toUInt32(c)), bitNot(id), d, v FROM (
     SELECT project_id, id, argMax(created_at, version) AS c, argMax(is_deleted, version) AS d, max(version) AS v
     FROM persons GROUP BY project_id, id
 )
+;
+-- The persons that have or had an email (the text value of property
+-- 'email', as the list's filters read it): the candidates of email= and
+-- of search='s email part, which the list then checks against the
+-- persons' newest rows (so a changed email's old row does no harm: the
+-- table is a superset, written before the persons rows).
+CREATE TABLE IF NOT EXISTS person_emails (
+    project_id UInt64,
+    email      String,
+    id         UInt64,
+    version    UInt64
+) ENGINE = ReplacingMergeTree(version)
+ORDER BY (project_id, email, id)
+SETTINGS index_granularity = 1024
+;
+-- Upgrade: every version's email. Idempotent.
+INSERT INTO person_emails (project_id, email, id, version)
+SELECT project_id, property_values[indexOf(property_keys, 'email')], id, version
+FROM persons WHERE has(property_keys, 'email')

@@ -73,19 +73,24 @@ func (q ListQuery) where() (string, []any) {
 		conds = append(conds, "id IN (SELECT person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id = ? AND is_deleted = 0)")
 		args = append(args, q.ProjectID, q.DistinctID)
 	}
+	// Each indexed filter also names its candidates by id, the key, so
+	// FINAL reads their granules only; the test on the newest row stays
+	// (person_emails holds old emails too).
 	if q.Email != "" {
-		conds = append(conds, "property_values[indexOf(property_keys, 'email')] = ?")
-		args = append(args, q.Email)
+		conds = append(conds, "id IN (SELECT id FROM person_emails WHERE project_id = ? AND email = ?)",
+			"property_values[indexOf(property_keys, 'email')] = ?")
+		args = append(args, q.ProjectID, q.Email, q.Email)
 	}
 	if q.Search != "" {
 		or := []string{
-			"positionCaseInsensitiveUTF8(property_values[indexOf(property_keys, 'email')], ?) > 0",
+			"(id IN (SELECT id FROM person_emails WHERE project_id = ? AND positionCaseInsensitiveUTF8(email, ?) > 0) AND positionCaseInsensitiveUTF8(property_values[indexOf(property_keys, 'email')], ?) > 0)",
 			"id IN (SELECT person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id = ? AND is_deleted = 0)",
 		}
-		args = append(args, q.Search, q.ProjectID, q.Search)
+		args = append(args, q.ProjectID, q.Search, q.Search, q.ProjectID, q.Search)
 		if u, err := uuid.Parse(q.Search); err == nil {
-			or = append(or, "uuid = ?")
-			args = append(args, u)
+			// uuid never changes between versions: any row names the id.
+			or = append(or, "(id IN (SELECT id FROM persons WHERE project_id = ? AND uuid = ?) AND uuid = ?)")
+			args = append(args, q.ProjectID, u, u)
 		}
 		conds = append(conds, "("+strings.Join(or, " OR ")+")")
 	}

@@ -164,6 +164,11 @@ const (
 		HAVING argMax(is_deleted, version) = 0 ORDER BY project_id, rank, rid`
 	countsSQL     = `SELECT project_id, argMax(live, version) AS n FROM person_counts GROUP BY project_id HAVING n > 0 ORDER BY project_id`
 	liveCountsSQL = `SELECT project_id, count() FROM (` + livePersonKeysSQL + `) GROUP BY project_id ORDER BY project_id`
+	// Persons whose email person_emails does not have (it may hold more).
+	missingEmailsSQL = `SELECT project_id, id, e FROM (
+		SELECT project_id, id, argMax(property_values[indexOf(property_keys, 'email')], version) AS e,
+			argMax(has(property_keys, 'email'), version) AS h FROM persons GROUP BY project_id, id
+	) WHERE h = 1 AND (project_id, e, id) NOT IN (SELECT project_id, email, id FROM person_emails) ORDER BY project_id, id`
 )
 
 func checkListTables(t testing.TB, store *chstore.Store) {
@@ -173,6 +178,9 @@ func checkListTables(t testing.TB, store *chstore.Store) {
 	}
 	if got, want := queryText(t, store, countsSQL), queryText(t, store, liveCountsSQL); got != want {
 		t.Errorf("person_counts is not the live persons' count: %s", FirstDiff(got, want))
+	}
+	if missing := queryText(t, store, missingEmailsSQL); missing != "" {
+		t.Errorf("person_emails lacks persons' emails:\n%s", missing)
 	}
 }
 
