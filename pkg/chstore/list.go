@@ -32,7 +32,6 @@ func (s *Store) listUnfiltered(ctx context.Context, q ListQuery) ([]PersonRecord
 	if err != nil || !ok {
 		return nil, 0, false, err
 	}
-	need := uint64(q.Offset) + uint64(q.Limit)
 	if uint64(q.Offset) >= total {
 		return nil, total, true, nil
 	}
@@ -42,22 +41,21 @@ func (s *Store) listUnfiltered(ctx context.Context, q ListQuery) ([]PersonRecord
 		if w > 0 {
 			bound = uint64(orderRank(newest.Add(-w)))
 		}
+		// Only the page's keys come back; a full page proves the window
+		// held every row before it.
 		rids, err = s.queryIDs(ctx, `SELECT rid FROM person_order FINAL
-			WHERE project_id = ? AND rank <= ? AND is_deleted = 0 ORDER BY rank, rid LIMIT ?`,
-			q.ProjectID, bound, need)
+			WHERE project_id = ? AND rank <= ? AND is_deleted = 0 ORDER BY rank, rid LIMIT ?, ?`,
+			q.ProjectID, bound, q.Offset, q.Limit)
 		if err != nil {
 			return nil, 0, false, fmt.Errorf("list persons: %w", err)
 		}
-		if uint64(len(rids)) >= need || w == 0 {
+		if len(rids) >= q.Limit || w == 0 {
 			break
 		}
 	}
-	if uint64(len(rids)) <= uint64(q.Offset) {
-		return nil, total, true, nil
-	}
-	ids := make([]uint64, 0, len(rids)-q.Offset)
-	for _, rid := range rids[q.Offset:] {
-		ids = append(ids, idOfRID(rid))
+	ids := make([]uint64, len(rids))
+	for i, rid := range rids {
+		ids[i] = idOfRID(rid)
 	}
 	list, err := s.materialise(ctx, q.ProjectID, ids)
 	return list, total, true, err
