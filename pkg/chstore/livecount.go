@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/fold"
 )
 
@@ -13,11 +14,12 @@ import (
 // person_counts (schema 0008) so the unfiltered list need not count the
 // project through FINAL.
 //
-// A person is created at its id (the creating event's sequence) and is
+// A person is created at the sequence of its creating event (its id, or
+// the split event's for a split-off person: fold.CreatedSeq) and is
 // deleted at most once, never changing again (its version is then the
 // deleting event's), so its newest row tells its liveness at any sequence t
-// the log has been folded through: id <= t and not (deleted with version
-// <= t). The count as of a sequence is therefore a function of the log
+// the log has been folded through: created <= t and not (deleted with
+// version <= t). The count as of a sequence is therefore a function of the log
 // alone, and a row (live, version) is right forever, whichever batch
 // wrote it, a crashed one included.
 //
@@ -138,7 +140,7 @@ func (lc *liveCounts) begin(ctx context.Context, s *Store, c uint64, b fold.Batc
 func (lc *liveCounts) finish(ctx context.Context, s *Store, plan *countPlan, l uint64) error {
 	c := plan.from
 	live := func(r fold.PersonRow, t uint64) int64 {
-		if r.ID <= t && !(r.IsDeleted && r.Version <= t) {
+		if fold.CreatedSeq(r.ID) <= t && !(r.IsDeleted && r.Version <= t) {
 			return 1
 		}
 		return 0
@@ -242,8 +244,8 @@ func (s *Store) storedCounts(ctx context.Context, projects []uint64) (map[uint64
 // never counted, or holding rows of an uncommitted batch.
 func (s *Store) countLiveAt(ctx context.Context, project, t uint64) (projectCount, error) {
 	var k projectCount
-	err := s.conn.QueryRow(readCtx(ctx), `SELECT countIf(id <= ? AND NOT (is_deleted = 1 AND version <= ?)), max(created_at)
-		FROM persons FINAL WHERE project_id = ?`, t, t, project).Scan(&k.live, &k.newest)
+	err := s.conn.QueryRow(readCtx(ctx), `SELECT countIf(if(id >= ?, toUInt64(intDiv(id - ?, ?)), id) <= ? AND NOT (is_deleted = 1 AND version <= ?)), max(created_at)
+		FROM persons FINAL WHERE project_id = ?`, fold.SplitPersonIDsBase, fold.SplitPersonIDsBase, event.MaxSplitPerEvent, t, t, project).Scan(&k.live, &k.newest)
 	return k, err
 }
 
