@@ -201,7 +201,7 @@ func foldProperties(raw json.RawMessage) (map[string]any, error) {
 // StoredProperties is the properties object as the events table keeps it:
 // as received, with top-level $set, $set_once and $unset moved inside,
 // where analysts look for them.
-func (e Event) StoredProperties() string {
+func (e *Event) StoredProperties() string {
 	raw := bytes.TrimSpace(e.PropertiesRaw)
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = []byte("{}")
