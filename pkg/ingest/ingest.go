@@ -380,7 +380,7 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 		if err != nil {
 			return err
 		}
-		events = append(events, eventRow(p.in, res))
+		events = append(events, eventRow(&p.in, res))
 	}
 	last := batch[len(batch)-1].seq
 	if through := i.folder.CommitThrough(); through > last {
@@ -454,8 +454,8 @@ func (i *Ingester) deadLetter(ctx context.Context, batch []*pending) error {
 }
 
 // eventRow is the events table row of a folded event.
-func eventRow(in fold.Input, res fold.Resolved) chstore.EventRow {
-	ev := in.Event
+func eventRow(in *fold.Input, res fold.Resolved) chstore.EventRow {
+	ev := &in.Event
 	return chstore.EventRow{
 		ProjectID: in.ProjectID, UUID: ev.UUID, Event: ev.Event, DistinctID: ev.DistinctID,
 		PersonID: res.PersonID, PersonUUID: res.PersonUUID, Timestamp: ev.Timestamp,
