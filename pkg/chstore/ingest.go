@@ -248,8 +248,9 @@ func (s *Store) writePersons(ctx context.Context, persons []fold.PersonRow) erro
 		created                 = make([]time.Time, n)
 		identified, deleted     = make([]uint8, n), make([]uint8, n)
 	)
+	var buf []byte
 	for i, p := range persons {
-		if props[i], keys[i], values[i], err = encodeProps(p.Properties); err != nil {
+		if props[i], keys[i], values[i], buf, err = encodeProps(buf, p.Properties); err != nil {
 			batch.Abort()
 			return fmt.Errorf("person %d: %w", p.ID, err)
 		}
@@ -356,22 +357,31 @@ func (s *Store) writeDeletionRequests(ctx context.Context, reqs []fold.DeletionR
 }
 
 // encodeProps renders properties as stored: the JSON object plus the
-// parallel key and value-text arrays that filters read.
-func encodeProps(props map[string]any) (string, []string, []string, error) {
-	raw, err := json.Marshal(props)
-	if err != nil {
-		return "", nil, nil, err
-	}
+// parallel key and value-text arrays that filters read. buf is scratch
+// space for the JSON, returned for the next call.
+func encodeProps(buf []byte, props map[string]any) (string, []string, []string, []byte, error) {
 	keys := make([]string, 0, len(props))
 	for k := range props {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	var raw string
+	buf, ok := appendProps(buf[:0], keys, props)
+	if ok {
+		raw = string(buf)
+	} else {
+		// A type decoded JSON does not hold: encoding/json decides.
+		b, err := json.Marshal(props)
+		if err != nil {
+			return "", nil, nil, buf, err
+		}
+		raw = string(b)
+	}
 	values := make([]string, len(keys))
 	for i, k := range keys {
 		values[i] = propfilter.ValueText(props[k])
 	}
-	return string(raw), keys, values, nil
+	return raw, keys, values, buf, nil
 }
 
 func boolByte(b bool) uint8 {

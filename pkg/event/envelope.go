@@ -37,7 +37,7 @@ func (p *propScan) decode(raw json.RawMessage) (map[string]any, error) {
 	if !p.object || p.escaped {
 		return foldProperties(raw)
 	}
-	out := map[string]any{}
+	var out map[string]any // nil when properties hold no FoldKey
 	for k, v := range p.values {
 		if v == nil {
 			continue
@@ -45,6 +45,9 @@ func (p *propScan) decode(raw json.RawMessage) (map[string]any, error) {
 		val, err := decodeFast(v)
 		if err != nil {
 			return nil, invalid("properties.%s: %v", FoldKeys[k], err)
+		}
+		if out == nil {
+			out = map[string]any{}
 		}
 		out[FoldKeys[k]] = val
 	}

@@ -16,7 +16,7 @@ const WarningCannotMergeAlreadyIdentified = "cannot_merge_already_identified"
 
 // mergeSource returns the distinct id an event asks to merge into its own
 // distinct id, and whether the merge may override the identified guard.
-func mergeSource(ev event.Event) (string, bool) {
+func mergeSource(ev *event.Event) (string, bool) {
 	var key string
 	switch ev.Event {
 	case event.Identify:
@@ -33,7 +33,7 @@ func mergeSource(ev event.Event) (string, bool) {
 // Apply folds one event and returns the person it is attributed to. Only an
 // error from the Loader is returned; every event is foldable.
 func (f *Folder) Apply(ctx context.Context, in Input) (Resolved, error) {
-	ev := in.Event
+	ev := &in.Event
 	switch ev.Event {
 	case event.DeletePerson:
 		return f.deletePerson(ctx, in)
@@ -69,7 +69,7 @@ func (f *Folder) Apply(ctx context.Context, in Input) (Resolved, error) {
 // merge handles $identify, $create_alias and $merge_dangerously: the
 // distinct id `other` is merged into the event's distinct id.
 func (f *Folder) merge(ctx context.Context, in Input, other string, dangerous bool) (Resolved, error) {
-	ev := in.Event
+	ev := &in.Event
 	target, err := f.personOf(ctx, in.ProjectID, ev.DistinctID)
 	if err != nil {
 		return Resolved{}, err
@@ -153,7 +153,7 @@ func (f *Folder) merge(ctx context.Context, in Input, other string, dangerous bo
 
 // refuse records that a merge of an already identified person was refused.
 func (f *Folder) refuse(in Input, other string, source *personState) {
-	ev := in.Event
+	ev := &in.Event
 	f.warnings = append(f.warnings, Warning{
 		ProjectID: in.ProjectID, Seq: in.Seq, Type: WarningCannotMergeAlreadyIdentified,
 		Timestamp: ev.Timestamp,
@@ -296,7 +296,7 @@ func (f *Folder) update(p *personState, in Input, identify bool) (before, after 
 	if in.Seq <= p.row.Version && !p.dirtyAt(in.Seq) {
 		return nil, nil
 	}
-	ev := in.Event
+	ev := &in.Event
 	track := ev.Properties[event.PropActor] != nil
 	if track {
 		before, after = map[string]any{}, map[string]any{}

@@ -20,7 +20,7 @@ type CohortMember struct {
 
 // cohortIDs returns the distinct ids a static cohort command names (at
 // most event.MaxCohortIDsPerEvent; others are ignored).
-func cohortIDs(ev event.Event) []string {
+func cohortIDs(ev *event.Event) []string {
 	if ev.Event != event.AddToStaticCohort && ev.Event != event.RemoveFromStaticCohort {
 		return nil
 	}
@@ -47,7 +47,7 @@ func (f *Folder) cohortMembers(ctx context.Context, in Input) error {
 		return nil
 	}
 	add := in.Event.Event == event.AddToStaticCohort
-	for _, d := range cohortIDs(in.Event) {
+	for _, d := range cohortIDs(&in.Event) {
 		k := didKey{in.ProjectID, d}
 		if _, ok := f.dids[k]; !ok {
 			if err := f.loadDistinctIDs(ctx, in.ProjectID, []string{d}); err != nil {

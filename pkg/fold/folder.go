@@ -96,9 +96,13 @@ func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
 	f.settle()
 	// Every distinct id the batch names, and persons a redelivery may
 	// already have written under the event's own sequence.
-	touched := map[didKey]bool{}
+	// touched holds each distinct id's state once found, so the cache
+	// (hundreds of thousands of entries, a cache miss per lookup) is
+	// searched once per id, not twice.
+	touched := make(map[didKey]*didState, len(inputs))
 	owners := map[uint64][]uint64{}
-	for _, in := range inputs {
+	for i := range inputs {
+		in := &inputs[i] // an Input is large: not copied per event
 		if in.Redelivered {
 			owners[in.ProjectID] = append(owners[in.ProjectID], in.Seq)
 		}
@@ -107,25 +111,28 @@ func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
 				owners[in.ProjectID] = append(owners[in.ProjectID], id)
 			}
 		}
-		touched[didKey{in.ProjectID, in.Event.DistinctID}] = true
-		for _, d := range splitIDs(in.Event) {
+		touched[didKey{in.ProjectID, in.Event.DistinctID}] = nil
+		for _, d := range splitIDs(&in.Event) {
 			if d != "" {
-				touched[didKey{in.ProjectID, d}] = true
+				touched[didKey{in.ProjectID, d}] = nil
 			}
 		}
-		if other, _ := mergeSource(in.Event); other != "" {
-			touched[didKey{in.ProjectID, other}] = true
+		if other, _ := mergeSource(&in.Event); other != "" {
+			touched[didKey{in.ProjectID, other}] = nil
 		}
 	}
 	missing := map[uint64][]string{}
 	for k := range touched {
-		if _, ok := f.dids[k]; !ok {
+		if d, ok := f.dids[k]; ok {
+			touched[k] = d
+		} else {
 			missing[k.project] = append(missing[k.project], k.id)
 		}
 	}
 	// Cohort commands read only the distinct ids' rows, not their persons.
-	for _, in := range inputs {
-		for _, d := range cohortIDs(in.Event) {
+	for i := range inputs {
+		in := &inputs[i]
+		for _, d := range cohortIDs(&in.Event) {
 			if _, ok := f.dids[didKey{in.ProjectID, d}]; !ok {
 				missing[in.ProjectID] = append(missing[in.ProjectID], d)
 			}
@@ -136,8 +143,10 @@ func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
 			return err
 		}
 	}
-	for k := range touched {
-		d := f.dids[k]
+	for k, d := range touched {
+		if d == nil {
+			d = f.dids[k]
+		}
 		d.used = f.gen
 		if !d.row.IsDeleted {
 			if p, ok := f.persons[personKey{k.project, d.row.PersonID}]; ok {
@@ -170,13 +179,14 @@ func (f *Folder) prepareOwnedIDs(ctx context.Context, inputs []Input) error {
 			}
 		}
 	}
-	for _, in := range inputs {
+	for i := range inputs {
+		in := &inputs[i]
 		if in.Event.Event == event.DeletePerson {
 			if id, ok := numberProp(in.Event.Properties, event.PropPersonID); ok {
 				add(in.ProjectID, id)
 			}
 		}
-		if other, _ := mergeSource(in.Event); other != "" {
+		if other, _ := mergeSource(&in.Event); other != "" {
 			if d := f.dids[didKey{in.ProjectID, other}]; d != nil && !d.row.IsDeleted {
 				add(in.ProjectID, d.row.PersonID)
 			}

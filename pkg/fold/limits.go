@@ -26,7 +26,7 @@ const WarningPersonPropertiesTooLarge = "person_properties_size_violation"
 // The outcome depends only on the person's state, the event and the limit,
 // so a replay with the same limit folds the same persons.
 func (f *Folder) allowedChanges(in Input, p *personState) (setOnce, set map[string]any) {
-	ev := in.Event
+	ev := &in.Event
 	if f.MaxPersonBytes <= 0 || len(ev.Set)+len(ev.SetOnce) == 0 {
 		return ev.SetOnce, ev.Set
 	}

@@ -42,7 +42,7 @@ func (f *Folder) resetDistinctID(ctx context.Context, in Input) (Resolved, error
 	f.tombstone(in, d, p.row.ID)
 	// A redelivery whose person row is already written wrote the entry
 	// too (entries are written before person rows).
-	if a := actorOf(in.Event); a != nil && fresh {
+	if a := actorOf(&in.Event); a != nil && fresh {
 		f.recordActivity(in, a, p, "reset_person_distinct_id", []activity.Change{{
 			Type: "Person", Action: "changed", Field: "distinct_ids",
 			Before: before, After: slices.Clone(p.row.DistinctIDs),

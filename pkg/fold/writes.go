@@ -19,7 +19,7 @@ const splitPersonIDsBase = SplitPersonIDsBase
 const SplitPersonIDsBase = uint64(1) << 52
 
 // actorOf returns the event's actor, or nil for captured events.
-func actorOf(ev event.Event) *event.Actor {
+func actorOf(ev *event.Event) *event.Actor {
 	m, ok := ev.Properties[event.PropActor].(map[string]any)
 	if !ok {
 		return nil
@@ -76,7 +76,7 @@ func deletedBefore(p *personState, seq uint64) bool { return p.row.IsDeleted && 
 // every distinct id it owns get tombstones. A distinct id seen again later
 // creates a fresh person.
 func (f *Folder) deletePerson(ctx context.Context, in Input) (Resolved, error) {
-	ev := in.Event
+	ev := &in.Event
 	id, ok := numberProp(ev.Properties, event.PropPersonID)
 	if !ok {
 		return Resolved{}, nil
@@ -141,7 +141,7 @@ func (f *Folder) deletePersonEvents(ctx context.Context, in Input) (Resolved, er
 	})
 	// Recorded again on a redelivery, like the request: the entry's id is
 	// the event's uuid, so it is the same entry.
-	if a := actorOf(in.Event); a != nil {
+	if a := actorOf(&in.Event); a != nil {
 		f.recordActivity(in, a, p, "delete_events", []activity.Change{})
 	}
 	return resolved(p), nil
@@ -186,7 +186,7 @@ func (f *Folder) tombstone(in Input, distinctID string, owner uint64) {
 // person.UUIDForReuse at this sequence, id by SplitPersonID); the person
 // keeps the others.
 func (f *Folder) splitPerson(ctx context.Context, in Input) (Resolved, error) {
-	ev := in.Event
+	ev := &in.Event
 	id, ok := numberProp(ev.Properties, event.PropPersonID)
 	if !ok {
 		return Resolved{}, nil
@@ -233,7 +233,7 @@ func (f *Folder) splitPerson(ctx context.Context, in Input) (Resolved, error) {
 
 // splitIDs returns the distinct ids a split event moves (at most
 // event.MaxSplitPerEvent; others are ignored).
-func splitIDs(ev event.Event) []string {
+func splitIDs(ev *event.Event) []string {
 	if ev.Event != event.SplitPerson {
 		return nil
 	}

@@ -112,30 +112,47 @@ func (i *Ingester) consumer(ctx context.Context) (jetstream.Consumer, error) {
 // message of sequence through: those messages are in the stream, as a
 // crashed batch folded them, so it waits for them as long as ctx allows.
 func (i *Ingester) collect(ctx context.Context, iter jetstream.MessagesContext, batch []*pending, through uint64) ([]*pending, error) {
+	// The wait for the batch to fill is one context per batch, not a
+	// NextMaxWait per message: that made the client start and stop a
+	// timer for every message (a tenth of the ingester's CPU in collect).
 	var deadline time.Time
-	if len(batch) > 0 {
+	var waitOpts []jetstream.NextOpt
+	wait, stopWait := ctx, context.CancelFunc(func() {})
+	defer func() { stopWait() }()
+	startWait := func() {
 		deadline = time.Now().Add(i.cfg.BatchWait)
+		stopWait()
+		wait, stopWait = context.WithDeadline(ctx, deadline)
+		waitOpts = []jetstream.NextOpt{jetstream.NextContext(wait)}
 	}
+	if len(batch) > 0 {
+		startWait()
+	}
+	block := []jetstream.NextOpt{jetstream.NextContext(ctx)}
 	short := func() bool { return len(batch) > 0 && batch[len(batch)-1].seq < through }
 	for len(batch) < i.cfg.BatchSize || short() {
-		var opts []jetstream.NextOpt
-		if len(batch) == 0 || short() {
-			opts = append(opts, jetstream.NextContext(ctx))
-		} else {
-			wait := time.Until(deadline)
-			if wait <= 0 || ctx.Err() != nil {
+		opts, waiting, stopCaught := block, false, context.CancelFunc(nil)
+		if len(batch) > 0 && !short() {
+			if !time.Now().Before(deadline) || ctx.Err() != nil {
 				break
 			}
+			opts, waiting = waitOpts, true
 			if batch[len(batch)-1].last {
 				// Caught up: take what the client has buffered, then
 				// flush at once, so a write is visible in milliseconds.
-				wait = min(wait, time.Millisecond)
+				// (Rare under load, so a timer of its own is cheap.)
+				var caught context.Context
+				caught, stopCaught = context.WithTimeout(wait, time.Millisecond)
+				opts = []jetstream.NextOpt{jetstream.NextContext(caught)}
 			}
-			opts = append(opts, jetstream.NextMaxWait(wait))
 		}
 		msg, err := iter.Next(opts...)
+		if stopCaught != nil {
+			stopCaught()
+		}
 		if err != nil {
-			if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
+			if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) ||
+				waiting && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 				break
 			}
 			return batch, err
@@ -151,7 +168,7 @@ func (i *Ingester) collect(ctx context.Context, iter jetstream.MessagesContext, 
 			i.next = p.seq + 1
 		}
 		if len(batch) == 0 {
-			deadline = time.Now().Add(i.cfg.BatchWait)
+			startWait()
 		}
 		batch = append(batch, p)
 	}

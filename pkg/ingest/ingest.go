@@ -114,7 +114,15 @@ type Ingester struct {
 	// next is the stream sequence the consumer must deliver next (see
 	// collect); 0 right after the consumer was (re)created.
 	next uint64
+	// slab hands out pendings (newPending): one allocation per
+	// slabSize messages instead of one each.
+	slab []pending
 }
+
+// slabSize is how many pendings one allocation holds. A slab stays in
+// memory while any of its pendings is in a batch; batches hold
+// thousands, so little is kept beyond them.
+const slabSize = 256
 
 // New returns an ingester; Run starts it.
 func New(cfg Config, js jetstream.JetStream, store Store, logger *slog.Logger, reg prometheus.Registerer) (*Ingester, error) {
@@ -293,7 +301,8 @@ func backoff(attempt int) time.Duration {
 
 // decode parses one message into a fold input or a dead letter.
 func (i *Ingester) decode(msg jetstream.Msg) *pending {
-	p := &pending{msg: msg}
+	p := i.newPending()
+	p.msg = msg
 	meta, err := msg.Metadata()
 	if err != nil {
 		p.dead = "no JetStream metadata: " + err.Error()
@@ -315,6 +324,16 @@ func (i *Ingester) decode(msg jetstream.Msg) *pending {
 	// The body is parsed later, for the whole batch at once (parseAll).
 	p.in = fold.Input{ProjectID: project, Seq: p.seq, Redelivered: meta.NumDelivered > 1}
 	p.unparsed = true
+	return p
+}
+
+// newPending returns a zeroed pending from the slab.
+func (i *Ingester) newPending() *pending {
+	if len(i.slab) == 0 {
+		i.slab = make([]pending, slabSize)
+	}
+	p := &i.slab[0]
+	i.slab = i.slab[1:]
 	return p
 }
 
@@ -380,7 +399,7 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 		if err != nil {
 			return err
 		}
-		events = append(events, eventRow(p.in, res))
+		events = append(events, eventRow(&p.in, res))
 	}
 	last := batch[len(batch)-1].seq
 	if through := i.folder.CommitThrough(); through > last {
@@ -454,8 +473,8 @@ func (i *Ingester) deadLetter(ctx context.Context, batch []*pending) error {
 }
 
 // eventRow is the events table row of a folded event.
-func eventRow(in fold.Input, res fold.Resolved) chstore.EventRow {
-	ev := in.Event
+func eventRow(in *fold.Input, res fold.Resolved) chstore.EventRow {
+	ev := &in.Event
 	return chstore.EventRow{
 		ProjectID: in.ProjectID, UUID: ev.UUID, Event: ev.Event, DistinctID: ev.DistinctID,
 		PersonID: res.PersonID, PersonUUID: res.PersonUUID, Timestamp: ev.Timestamp,
