@@ -83,8 +83,8 @@ func commandName(name string) bool {
 // unless the distinct id has an override (its owner changed since the
 // event was folded), whose person then counts, or whose tombstone drops
 // the event. Only the overrides table, which holds the changed ids alone,
-// is read whole; persons only when a filter, the search or created_at
-// needs their columns.
+// is read whole; persons only when a filter or the search needs their
+// columns.
 type scan struct {
 	project  uint64
 	from, to time.Time // [from, to); from zero: no lower bound
@@ -97,17 +97,12 @@ type scan struct {
 	// properties and distinct_id columns, and joins, only for those rows
 	// (docs/performance.md, G10). nil: any event.
 	names []string
-	// created: the scan selects the person's created_at (lifecycle).
-	created bool
 }
 
-// sql selects pid, uuid, timestamp, created_at (when s.created) and extra.
+// sql selects pid, uuid, timestamp and extra.
 func (s scan) sql() (string, []any) {
 	var args []any
 	cols := []string{"pid", "uuid", "timestamp"}
-	if s.created {
-		cols = append(cols, "created_at")
-	}
 	if arrays := eventArrays(s.f.keys()); arrays.sql != "" {
 		cols = append(cols, arrays.sql)
 		args = append(args, arrays.args...)
@@ -141,13 +136,9 @@ func (s scan) sql() (string, []any) {
 		args = append(args, cmd.args...)
 	}
 	q := "SELECT " + strings.Join(cols, ", ") + " FROM (" + inner + ")"
-	if s.created || s.f.person {
-		personCols := "id AS pid, created_at"
-		if s.f.person {
-			// id too: cohort conditions are over a persons row.
-			personCols += ", id, property_keys, property_values"
-		}
-		q += " ALL INNER JOIN (SELECT " + personCols + " FROM persons FINAL WHERE project_id = ? AND is_deleted = 0) USING pid"
+	if s.f.person {
+		// id too: cohort conditions are over a persons row.
+		q += " ALL INNER JOIN (SELECT id AS pid, id, property_keys, property_values FROM persons FINAL WHERE project_id = ? AND is_deleted = 0) USING pid"
 		args = append(args, s.project)
 	}
 	if s.where.sql != "" {

@@ -134,23 +134,37 @@ func (st *Store) Lifecycle(ctx context.Context, project uint64, f *Filter, q url
 	if err != nil {
 		return nil, err
 	}
-	s.created = true
-	b, c := bucket(f.Interval, "timestamp", f.Loc), bucket(f.Interval, "created_at", f.Loc)
-	s.extra = append(s.extra, cond{b.sql + " AS bucket", b.args}, cond{c.sql + " AS created_bucket", c.args})
+	sql, args := lifecycleSQL(s, project, f, target, typ, page)
+	return st.actors(ctx, sql, args, false)
+}
+
+// lifecycleSQL is the query of the persons of status typ at target's
+// interval over the scan s of the series.
+func lifecycleSQL(s scan, project uint64, f *Filter, target time.Time, typ string, page Page) (string, []any) {
+	b := bucket(f.Interval, "timestamp", f.Loc)
+	s.extra = append(s.extra, cond{b.sql + " AS bucket", b.args})
 	t := f.Interval.Trunc(target, f.Loc)
 	cur, prev := lit(f.Interval, t), lit(f.Interval, f.Interval.Prev(t))
 	active := cond{"countIf(bucket = " + cur.sql + ") > 0", cur.args}
 	before := cond{"countIf(bucket = " + prev.sql + ") > 0", prev.args}
-	isNew := and(active, cond{"min(bucket) = " + cur.sql, cur.args}, cond{"any(created_bucket) = " + cur.sql, cur.args})
+	// New: first active at the target interval and created in it. Only
+	// new and resurrecting read created_at (returning persons were active
+	// before, so are never new), and then as the set of the persons
+	// created in that one interval, not a join with every person of the
+	// project (docs/performance.md, G10).
+	c := bucket(f.Interval, "created_at", f.Loc)
+	created := cond{"pid IN (SELECT id FROM persons FINAL WHERE project_id = ? AND is_deleted = 0 AND " + c.sql + " = " + cur.sql + ")",
+		append(append([]any{project}, c.args...), cur.args...)}
+	isNew := and(active, cond{"min(bucket) = " + cur.sql, cur.args}, created)
 	not := func(x cond) cond { return cond{"(NOT (" + x.sql + "))", x.args} }
 	having := map[string]cond{
 		"new":          isNew,
-		"returning":    and(active, not(isNew), before),
-		"resurrecting": and(active, not(isNew), not(before)),
+		"returning":    and(active, before),
+		"resurrecting": and(active, not(before), not(isNew)),
 		"dormant":      and(not(active), before),
 	}[typ]
 	base, args := s.sql()
 	lim, largs := page.sql()
 	sql := "SELECT pid FROM (" + base + ") GROUP BY pid HAVING " + having.sql + " ORDER BY pid" + lim
-	return st.actors(ctx, sql, append(append(args, having.args...), largs...), false)
+	return sql, append(append(args, having.args...), largs...)
 }
