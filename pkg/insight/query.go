@@ -99,6 +99,10 @@ type scan struct {
 	names []string
 }
 
+// lastDate bounds the dates a scan states (sql): ClickHouse 18.16 reads
+// a Date from 2106 on as 0000-00-00.
+var lastDate = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // sql selects pid, uuid, timestamp and extra.
 func (s scan) sql() (string, []any) {
 	var args []any
@@ -119,9 +123,19 @@ func (s scan) sql() (string, []any) {
 		"ANY LEFT JOIN (SELECT distinct_id, person_id AS o_pid, is_deleted AS o_deleted FROM person_distinct_id_overrides FINAL WHERE project_id = ?) USING distinct_id " +
 		"PREWHERE project_id = ? AND timestamp < toDateTime(?)"
 	args = append(args, s.project, s.project, s.to.Unix())
+	// The range is also stated on the sort key's toDate(timestamp):
+	// ClickHouse 18.16 does not derive it from a timestamp condition, so
+	// without it a scan of one day reads every granule of the project
+	// (the events' column is DateTime('UTC'): dates in UTC). 18.16's
+	// dates end in 2105 (later ones read as 0000-00-00): no upper date
+	// for scans without an end (endOfTime).
+	if s.to.Before(lastDate) {
+		inner += " AND toDate(timestamp) <= toDate(?)"
+		args = append(args, s.to.Add(-time.Second).UTC().Format(time.DateOnly))
+	}
 	if !s.from.IsZero() {
-		inner += " AND timestamp >= toDateTime(?)"
-		args = append(args, s.from.Unix())
+		inner += " AND toDate(timestamp) >= toDate(?) AND timestamp >= toDateTime(?)"
+		args = append(args, s.from.UTC().Format(time.DateOnly), s.from.Unix())
 	}
 	if len(s.names) > 0 {
 		inner += " AND event IN (" + marks(len(s.names)) + ")"
