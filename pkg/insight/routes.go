@@ -130,6 +130,17 @@ func (st *Store) Lifecycle(ctx context.Context, project uint64, f *Filter, q url
 	if !g.Range.All {
 		g.Range.From = f.Interval.Prev(f.Range.From)
 	}
+	// No status reads events after the target interval, and returning
+	// and dormant only the target's and the previous interval's (new and
+	// resurrecting also whether any came before): the scan reads no
+	// more of the range (by the sort key's date, docs/performance.md).
+	t := f.Interval.Trunc(target, f.Loc)
+	if end := f.Interval.Next(t); end.Before(g.Range.To) {
+		g.Range.To = end
+	}
+	if start := f.Interval.Prev(t); (typ == "returning" || typ == "dormant") && (g.Range.All || start.After(g.Range.From)) {
+		g.Range.From, g.Range.All = start, false
+	}
 	s, err := st.match(ctx, project, &g, f.Series[0])
 	if err != nil {
 		return nil, err
