@@ -2,6 +2,7 @@ package insight
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -155,6 +156,38 @@ func TestLifecycleReadsTheIntervalsItNeeds(t *testing.T) {
 		if n := read.Load(); n > uint64(c.days*dailyEventsPerDay+4*8192) {
 			t.Errorf("%s read %d rows: more than %d days' events", c.typ, n, c.days)
 		}
+	}
+}
+
+// TestRetentionReadsFromTheSelectedInterval: recurring retention reads
+// the selected interval and those after it (its cohort query that
+// interval again), not the intervals before.
+func TestRetentionReadsFromTheSelectedInterval(t *testing.T) {
+	st, day0 := dailyEvents(t)
+	q := url.Values{"target_entity": {`{"id":"$pageview","type":"events"}`}, "period": {"Day"}, "total_intervals": {"30"},
+		"selected_interval": {"20"}, "date_to": {day0.AddDate(0, 0, 29).Format(time.DateOnly)}}
+	now := day0.AddDate(0, 2, 0)
+	f, err := ParseFilter(RetentionQuery(q), time.UTC, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, read := countRead()
+	got, err := st.Retention(ctx, 1, f, q, Page{}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every person is active every day: all are in the cohort, back in each later interval.
+	if len(got) != dailyPersons {
+		t.Fatalf("%d persons, want %d", len(got), dailyPersons)
+	}
+	for _, a := range got {
+		if fmt.Sprint(a.Appearances) != fmt.Sprint(slices.Repeat([]int{1}, 10)) {
+			t.Fatalf("person %d appears %v, want back every day", a.PersonID, a.Appearances)
+		}
+	}
+	t.Logf("read %d rows", read.Load())
+	if n := read.Load(); n > 11*dailyEventsPerDay+8*8192 {
+		t.Fatalf("read %d rows: more than the 10 days from the selected one and its cohort's", n)
 	}
 }
 

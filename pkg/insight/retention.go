@@ -179,6 +179,11 @@ func (st *Store) Retention(ctx context.Context, project uint64, f *Filter, q url
 		return nil, err
 	}
 	s.where = and(s.where, cohort)
+	if !r.firstTime {
+		// Recurring: neither the cohort nor a return is before the
+		// selected interval.
+		s.from = r.starts[r.selected]
+	}
 	base, args := s.sql()
 	lim, largs := page.sql()
 	sql := "SELECT pid, ret FROM (SELECT pid, groupUniqArrayIf(idx, is_return = 1 AND idx > ?) AS ret FROM (" + base +
