@@ -108,8 +108,10 @@ func (r *resolver) behavioral(ctx context.Context, f map[string]any) (propfilter
 		if err != nil {
 			return propfilter.Clause{}, invalid("filters", "performed_event_multiple needs operator_value, a whole number greater than 0.")
 		}
-		// Copies of one event (a redelivery not yet merged away) count once.
-		having = " GROUP BY pid HAVING uniqExact(uuid) " + op + " ?"
+		// count(), not a per-person set of uuids: the ingester writes one
+		// events row per stream message, also after a crash or a retry
+		// (docs/architecture.md, "One events row per message"), as trends.
+		having = " GROUP BY pid HAVING count() " + op + " ?"
 		args = append(args, count)
 	}
 	return propfilter.Clause{SQL: "id IN (SELECT pid FROM (" + events + ")" + having + ")", Args: args}, nil

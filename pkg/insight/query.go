@@ -83,8 +83,8 @@ func commandName(name string) bool {
 // unless the distinct id has an override (its owner changed since the
 // event was folded), whose person then counts, or whose tombstone drops
 // the event. Only the overrides table, which holds the changed ids alone,
-// is read whole; persons only when a filter, the search or created_at
-// needs their columns.
+// is read whole; persons only when a filter or the search needs their
+// columns.
 type scan struct {
 	project  uint64
 	from, to time.Time // [from, to); from zero: no lower bound
@@ -97,17 +97,16 @@ type scan struct {
 	// properties and distinct_id columns, and joins, only for those rows
 	// (docs/performance.md, G10). nil: any event.
 	names []string
-	// created: the scan selects the person's created_at (lifecycle).
-	created bool
 }
 
-// sql selects pid, uuid, timestamp, created_at (when s.created) and extra.
+// lastDate bounds the dates a scan states (sql): ClickHouse 18.16 reads
+// a Date from 2106 on as 0000-00-00.
+var lastDate = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// sql selects pid, uuid, timestamp and extra.
 func (s scan) sql() (string, []any) {
 	var args []any
 	cols := []string{"pid", "uuid", "timestamp"}
-	if s.created {
-		cols = append(cols, "created_at")
-	}
 	if arrays := eventArrays(s.f.keys()); arrays.sql != "" {
 		cols = append(cols, arrays.sql)
 		args = append(args, arrays.args...)
@@ -124,9 +123,19 @@ func (s scan) sql() (string, []any) {
 		"ANY LEFT JOIN (SELECT distinct_id, person_id AS o_pid, is_deleted AS o_deleted FROM person_distinct_id_overrides FINAL WHERE project_id = ?) USING distinct_id " +
 		"PREWHERE project_id = ? AND timestamp < toDateTime(?)"
 	args = append(args, s.project, s.project, s.to.Unix())
+	// The range is also stated on the sort key's toDate(timestamp):
+	// ClickHouse 18.16 does not derive it from a timestamp condition, so
+	// without it a scan of one day reads every granule of the project
+	// (the events' column is DateTime('UTC'): dates in UTC). 18.16's
+	// dates end in 2105 (later ones read as 0000-00-00): no upper date
+	// for scans without an end (endOfTime).
+	if s.to.Before(lastDate) {
+		inner += " AND toDate(timestamp) <= toDate(?)"
+		args = append(args, s.to.Add(-time.Second).UTC().Format(time.DateOnly))
+	}
 	if !s.from.IsZero() {
-		inner += " AND timestamp >= toDateTime(?)"
-		args = append(args, s.from.Unix())
+		inner += " AND toDate(timestamp) >= toDate(?) AND timestamp >= toDateTime(?)"
+		args = append(args, s.from.UTC().Format(time.DateOnly), s.from.Unix())
 	}
 	if len(s.names) > 0 {
 		inner += " AND event IN (" + marks(len(s.names)) + ")"
@@ -141,13 +150,9 @@ func (s scan) sql() (string, []any) {
 		args = append(args, cmd.args...)
 	}
 	q := "SELECT " + strings.Join(cols, ", ") + " FROM (" + inner + ")"
-	if s.created || s.f.person {
-		personCols := "id AS pid, created_at"
-		if s.f.person {
-			// id too: cohort conditions are over a persons row.
-			personCols += ", id, property_keys, property_values"
-		}
-		q += " ALL INNER JOIN (SELECT " + personCols + " FROM persons FINAL WHERE project_id = ? AND is_deleted = 0) USING pid"
+	if s.f.person {
+		// id too: cohort conditions are over a persons row.
+		q += " ALL INNER JOIN (SELECT id AS pid, id, property_keys, property_values FROM persons FINAL WHERE project_id = ? AND is_deleted = 0) USING pid"
 		args = append(args, s.project)
 	}
 	if s.where.sql != "" {

@@ -23,7 +23,6 @@ func TestScanReadsOverridesNotEveryPerson(t *testing.T) {
 		{"captured names", func(s scan) scan { s.names = []string{"$pageview", "signed_up"}; return s }, false, false},
 		{"$set may be a command", func(s scan) scan { s.names = []string{"$pageview", "$set"}; return s }, false, true},
 		{"a command name", func(s scan) scan { s.names = []string{"$delete_person"}; return s }, false, true},
-		{"created_at", func(s scan) scan { s.names, s.created = []string{"a"}, true; return s }, true, false},
 		{"person filter", func(s scan) scan { s.f = newFilters(); s.f.person = true; return s }, true, true},
 	}
 	for _, c := range cases {
@@ -68,6 +67,28 @@ func TestPathNamesCutTheScan(t *testing.T) {
 		}
 		if !slices.Equal(p.names, c.names) {
 			t.Errorf("%s: names %q, want %q", c.query, p.names, c.names)
+		}
+	}
+}
+
+// TestLifecycleReadsCreatedAtOnlyForNew: returning and dormant never read
+// persons (a returning person was active before, so is not new); new and
+// resurrecting read the persons created in the target interval as a set,
+// never a join with every person of the project.
+func TestLifecycleReadsCreatedAtOnlyForNew(t *testing.T) {
+	pv := "$pageview"
+	f := &Filter{Interval: Day, Loc: time.UTC, Range: Range{From: time.Unix(1.7e9, 0), To: time.Unix(1.71e9, 0)}}
+	s := scan{project: 1, from: f.Range.From, to: f.Range.To, f: newFilters(), where: cond{"event = ?", []any{pv}}, names: []string{pv}}
+	for typ, persons := range map[string]bool{"returning": false, "dormant": false, "new": true, "resurrecting": true} {
+		sql, args := lifecycleSQL(s, 1, f, time.Unix(1.705e9, 0), typ, Page{Limit: 10})
+		if got := strings.Contains(sql, "persons FINAL"); got != persons {
+			t.Errorf("%s: reads persons %v, want %v: %s", typ, got, persons, sql)
+		}
+		if strings.Contains(sql, "JOIN (SELECT id AS pid") {
+			t.Errorf("%s: joins the project's persons: %s", typ, sql)
+		}
+		if n := strings.Count(sql, "?"); n != len(args) {
+			t.Errorf("%s: %d placeholders, %d args", typ, n, len(args))
 		}
 	}
 }

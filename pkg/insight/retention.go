@@ -169,6 +169,21 @@ func (st *Store) Retention(ctx context.Context, project uint64, f *Filter, q url
 		// no cohort.
 		member = cond{"countIf(is_target = 1) > 0 AND argMinIf(idx, timestamp, is_target = 1) = ?", []any{r.selected}}
 	}
+	// Only the persons with a target event in the selected interval can
+	// be in its cohort (first time too: their first one must be there):
+	// that interval's events, read by the sort key's date, select them
+	// before the per-person arrays are built for every active person
+	// (docs/performance.md, G10).
+	cohort, err := st.retentionCohort(ctx, project, f, r)
+	if err != nil {
+		return nil, err
+	}
+	s.where = and(s.where, cohort)
+	if !r.firstTime {
+		// Recurring: neither the cohort nor a return is before the
+		// selected interval.
+		s.from = r.starts[r.selected]
+	}
 	base, args := s.sql()
 	lim, largs := page.sql()
 	sql := "SELECT pid, ret FROM (SELECT pid, groupUniqArrayIf(idx, is_return = 1 AND idx > ?) AS ret FROM (" + base +
@@ -219,6 +234,23 @@ func (st *Store) retentionScan(ctx context.Context, project uint64, f *Filter, r
 	return s, nil
 }
 
+// retentionCohort is the condition "pid has a target event in the
+// selected interval", a superset of the selected cohort.
+func (st *Store) retentionCohort(ctx context.Context, project uint64, f *Filter, r *retention) (cond, error) {
+	g := *f
+	g.BreakdownValue = nil
+	g.Range = Range{From: r.starts[r.selected], To: r.end}
+	if r.selected+1 < len(r.starts) {
+		g.Range.To = r.starts[r.selected+1]
+	}
+	in, err := st.match(ctx, project, &g, r.target)
+	if err != nil {
+		return cond{}, err
+	}
+	q, args := in.sql()
+	return cond{"pid IN (SELECT pid FROM (" + q + "))", args}, nil
+}
+
 // orTrue is c, or a true condition when c is empty (any event).
 func orTrue(c cond) cond {
 	if c.sql == "" {
@@ -229,22 +261,26 @@ func orTrue(c cond) cond {
 
 // index is the SQL of an event's interval index: the position of its
 // bucket among the interval starts, -1 outside them. Buckets compare as
-// numbers: seconds for hours, day numbers for dates.
+// numbers: seconds for hours, day numbers for dates. transform looks the
+// bucket up in a hash table built once (indexOf searched a copy of the
+// constant array for every row: a third of the scan's time).
 func (r *retention) index(loc *time.Location) cond {
 	b := bucket(r.period, "timestamp", loc)
 	key := "toUInt32(" + b.sql + ")"
 	if r.period != Hour {
 		key = "toUInt32(toRelativeDayNum(" + b.sql + "))"
 	}
-	marks := make([]string, len(r.starts))
-	args := make([]any, 0, len(r.starts)+len(b.args))
+	keys := make([]any, len(r.starts))
+	positions := make([]any, len(r.starts))
 	for i, t := range r.starts {
-		marks[i] = "?"
+		positions[i] = i
 		if r.period == Hour {
-			args = append(args, t.Unix())
+			keys[i] = t.Unix()
 		} else {
-			args = append(args, time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Unix()/86400)
+			keys[i] = time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Unix() / 86400
 		}
 	}
-	return cond{"toInt64(indexOf([" + strings.Join(marks, ", ") + "], " + key + ")) - 1", append(args, b.args...)}
+	list := "[" + marks(len(r.starts)) + "]"
+	args := append(append(append([]any{}, b.args...), keys...), positions...)
+	return cond{"transform(" + key + ", " + list + ", " + list + ", toInt64(-1))", args}
 }
