@@ -29,19 +29,14 @@ func (s *Service) Chain(ctx context.Context, actor Actor, projectID, include uin
 			return nil, err
 		}
 	}
-	all, err := list[Config](ctx, s.st.configs)
-	if err != nil {
-		return nil, err
-	}
-	plugins, err := s.pluginsByID(ctx)
+	all, plugins, err := s.projectConfigs(ctx, actor, projectID)
 	if err != nil {
 		return nil, err
 	}
 	out := []Link{}
 	for _, c := range all {
-		p, ok := plugins[c.PluginID]
-		if !ok || c.ProjectID != projectID || c.OrganizationID != actor.OrganizationID || c.Deleted ||
-			!(c.Enabled || c.ID == include) || !p.IsTransformation() {
+		p := plugins[c.PluginID]
+		if !(c.Enabled || c.ID == include) || !p.IsTransformation() {
 			continue
 		}
 		b, err := s.st.getBundle(ctx, p.Sources)
