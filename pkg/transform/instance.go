@@ -61,10 +61,10 @@ type instance struct {
 	// parse and stringify are JSON.parse and JSON.stringify, looked up
 	// once: compiling a script per event cost 100 µs.
 	parse, stringify goja.Callable
-	meta    goja.Value
-	limits  Limits
-	event   Event      // the event being processed: the time source reads it
-	rng     *rand.Rand // Math.random, re-seeded from each event's uuid
+	meta             goja.Value
+	limits           Limits
+	event            Event      // the event being processed: the time source reads it
+	rng              *rand.Rand // Math.random, re-seeded from each event's uuid
 }
 
 // compile transpiles and compiles a plugin's entry file once; programs are
