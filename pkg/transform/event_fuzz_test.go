@@ -3,6 +3,7 @@ package transform
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -52,6 +53,24 @@ func FuzzDecodeSample(f *testing.F) {
 		}
 		if ev.TeamID != 7 || ev.Event == "" || ev.UUID == "" || ev.Properties == nil {
 			t.Fatalf("%+v", ev)
+		}
+	})
+}
+
+// FuzzParseRefs: a chain command's payload is refused or every ref names
+// a config and a well-formed version hash.
+func FuzzParseRefs(f *testing.F) {
+	f.Add([]byte(`[{"plugin_config_id":1,"version":"` + strings.Repeat("a", 64) + `"}]`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		refs, err := ParseRefs(data)
+		if err != nil {
+			return
+		}
+		for _, r := range refs {
+			if r.ConfigID == 0 || !isHash(r.Version) {
+				t.Fatalf("%+v", r)
+			}
 		}
 	})
 }

@@ -112,9 +112,9 @@ func newInstance(prog *goja.Program, config map[string]any, limits Limits) (*ins
 		return nil, ErrNoProcessEvent
 	}
 	in.process = process
-	json := vm.Get("JSON").ToObject(vm)
-	in.parse, _ = goja.AssertFunction(json.Get("parse"))
-	in.stringify, _ = goja.AssertFunction(json.Get("stringify"))
+	jsonObj := vm.Get("JSON").ToObject(vm)
+	in.parse, _ = goja.AssertFunction(jsonObj.Get("parse"))
+	in.stringify, _ = goja.AssertFunction(jsonObj.Get("stringify"))
 	meta := vm.NewObject()
 	parsed, err := vm.RunString("(" + string(cfg) + ")")
 	if err != nil {
