@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dop251/goja"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -57,6 +56,8 @@ type StepResult struct {
 	Error    string        `json:"error,omitempty"`
 	Event    *Event        `json:"event"` // after the step; nil when dropped or skipped
 	Duration time.Duration `json:"-"`
+	// Millis is Duration for JSON answers (the dry run).
+	Millis float64 `json:"duration_ms"`
 }
 
 // Result is a chain's output: the event to store (nil: dropped) and each
@@ -89,8 +90,7 @@ type Runtime struct {
 	limits  Limits
 	log     *slog.Logger
 	mu      sync.Mutex
-	progs   map[string]*goja.Program // by version of code (filename, source)
-	slots   map[uint64]*slot         // by config id
+	slots   map[uint64]*slot // by config id
 	stats   map[uint64]*counts
 	events  *prometheus.CounterVec
 	seconds *prometheus.CounterVec
@@ -98,7 +98,7 @@ type Runtime struct {
 
 // New returns a runtime; reg may be nil.
 func New(limits Limits, log *slog.Logger, reg prometheus.Registerer) *Runtime {
-	r := &Runtime{limits: limits.withDefaults(), log: log, progs: map[string]*goja.Program{},
+	r := &Runtime{limits: limits.withDefaults(), log: log,
 		slots: map[uint64]*slot{}, stats: map[uint64]*counts{},
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transformation_events_total",
 			Help: "Events through a plugin config's processEvent, by outcome (ok, dropped, failed)."}, []string{"plugin_config_id", "outcome"}),
@@ -140,6 +140,7 @@ func (r *Runtime) run(ctx context.Context, chain []Step, ev Event, call caller) 
 			start := time.Now()
 			out, err := call(s, *res.Event)
 			sr.Duration = time.Since(start)
+			sr.Millis = float64(sr.Duration.Microseconds()) / 1000
 			switch {
 			case err != nil:
 				sr.Outcome, sr.Error, sr.Event = OutcomeFailed, err.Error(), res.Event
@@ -220,22 +221,13 @@ func (r *Runtime) fresh(s Step, ev Event) (*Event, error) {
 	return inst.call(ev)
 }
 
-// build compiles (once per code version) and instantiates a step.
+// build compiles and instantiates a step. Live instances are rebuilt only
+// when a config's version changes, so programs are not cached beyond
+// them: a cache by code would grow with every edit of every plugin.
 func (r *Runtime) build(s Step) (*instance, error) {
-	h := sha256.Sum256([]byte(s.Filename + "\x00" + s.Source))
-	key := string(h[:])
-	r.mu.Lock()
-	prog := r.progs[key]
-	r.mu.Unlock()
-	if prog == nil {
-		p, err := compile(s.Filename, s.Source)
-		if err != nil {
-			return nil, err
-		}
-		r.mu.Lock()
-		r.progs[key] = p
-		r.mu.Unlock()
-		prog = p
+	prog, err := compile(s.Filename, s.Source)
+	if err != nil {
+		return nil, err
 	}
 	return newInstance(prog, s.Config, r.limits)
 }
