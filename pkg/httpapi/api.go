@@ -19,6 +19,7 @@ import (
 	"github.com/personhub/personhub/pkg/cohort"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/plugin"
+	"github.com/personhub/personhub/pkg/transform"
 )
 
 // Persons is what the API reads persons from.
@@ -76,15 +77,17 @@ type API struct {
 	listTime  *prometheus.HistogramVec // persons list pages by filter kind (listFilterKind)
 	ready     func(ctx context.Context) error
 	plugins   *plugin.Service // nil: plugin routes are not served (SetPlugins)
-	writes    *PersonWrites
-	capture   Capture         // nil: capture routes are not served (SetCapture, capture.go)
-	insights  Insights        // nil: actor routes are not served (SetInsights, insights.go)
-	actions   *action.Store   // nil: actions routes are not served (SetActions, actions.go)
-	cohorts   *cohort.Service // nil: cohorts routes are not served (SetCohorts, cohorts.go)
-	bodies    *bodySlots
-	limiter   *keyLimiter // nil: no rate limit
-	stream    time.Duration
-	deadline  time.Duration // RequestTimeout
+	// transforms runs dry runs of transformation chains (plugin_configs/{id}/test/).
+	transforms *transform.Runtime
+	writes     *PersonWrites
+	capture    Capture         // nil: capture routes are not served (SetCapture, capture.go)
+	insights   Insights        // nil: actor routes are not served (SetInsights, insights.go)
+	actions    *action.Store   // nil: actions routes are not served (SetActions, actions.go)
+	cohorts    *cohort.Service // nil: cohorts routes are not served (SetCohorts, cohorts.go)
+	bodies     *bodySlots
+	limiter    *keyLimiter // nil: no rate limit
+	stream     time.Duration
+	deadline   time.Duration // RequestTimeout
 }
 
 // New builds the API. ready reports whether backing services answer.
@@ -251,6 +254,7 @@ func (a *API) routes() []route {
 		add("GET", pc+"{id}/", pr, 0, a.getPluginConfig)
 		add("PATCH", pc+"{id}/", pw, configBody, a.patchPluginConfig)
 		add("DELETE", pc+"{id}/", pw, configBody, a.deletePluginConfig)
+		add("POST", pc+"{id}/test/", pw, configBody, a.testPluginConfig)
 	}
 
 	if a.capture != nil {

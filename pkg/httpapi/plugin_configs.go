@@ -44,6 +44,16 @@ func (a *API) configTarget(r *http.Request) (plugin.Actor, uint64, error) {
 	return plugin.Actor{OrganizationID: k.OrganizationID, KeyID: k.ID, KeyLabel: k.Label}, p.ID, nil
 }
 
+// configTargetID is configTarget and the config {id} of the path.
+func (a *API) configTargetID(r *http.Request) (plugin.Actor, uint64, uint64, error) {
+	actor, project, err := a.configTarget(r)
+	if err != nil {
+		return actor, 0, 0, err
+	}
+	id, err := configID(r)
+	return actor, project, id, err
+}
+
 // configID is the {id} of a plugin config path.
 func configID(r *http.Request) (uint64, error) {
 	id, err := parseID(pathVar(r, "id"))
@@ -96,11 +106,7 @@ func (a *API) createPluginConfig(w http.ResponseWriter, r *http.Request) error {
 
 // getPluginConfig serves GET /api/projects/{project_id}/plugin_configs/{id}/.
 func (a *API) getPluginConfig(w http.ResponseWriter, r *http.Request) error {
-	actor, project, err := a.configTarget(r)
-	if err != nil {
-		return err
-	}
-	id, err := configID(r)
+	actor, project, id, err := a.configTargetID(r)
 	if err != nil {
 		return err
 	}
@@ -114,11 +120,7 @@ func (a *API) getPluginConfig(w http.ResponseWriter, r *http.Request) error {
 
 // patchPluginConfig serves PATCH /api/projects/{project_id}/plugin_configs/{id}/.
 func (a *API) patchPluginConfig(w http.ResponseWriter, r *http.Request) error {
-	actor, project, err := a.configTarget(r)
-	if err != nil {
-		return err
-	}
-	id, err := configID(r)
+	actor, project, id, err := a.configTargetID(r)
 	if err != nil {
 		return err
 	}
@@ -140,11 +142,7 @@ func (a *API) patchPluginConfig(w http.ResponseWriter, r *http.Request) error {
 
 // deletePluginConfig serves DELETE /api/projects/{project_id}/plugin_configs/{id}/.
 func (a *API) deletePluginConfig(w http.ResponseWriter, r *http.Request) error {
-	actor, project, err := a.configTarget(r)
-	if err != nil {
-		return err
-	}
-	id, err := configID(r)
+	actor, project, id, err := a.configTargetID(r)
 	if err != nil {
 		return err
 	}

@@ -28,23 +28,37 @@ func (s *Service) pluginOf(ctx context.Context, id uint64) *Plugin {
 
 // ListConfigs returns a project's live configs by order, then id.
 func (s *Service) ListConfigs(ctx context.Context, actor Actor, projectID uint64) ([]Config, error) {
-	all, err := list[Config](ctx, s.st.configs)
-	if err != nil {
-		return nil, err
-	}
-	plugins, err := s.pluginsByID(ctx)
+	all, plugins, err := s.projectConfigs(ctx, actor, projectID)
 	if err != nil {
 		return nil, err
 	}
 	out := []Config{}
 	for _, c := range all {
-		p, ok := plugins[c.PluginID]
-		if ok && c.ProjectID == projectID && c.OrganizationID == actor.OrganizationID && !c.Deleted {
-			out = append(out, c.Masked(&p))
-		}
+		p := plugins[c.PluginID]
+		out = append(out, c.Masked(&p))
 	}
 	slices.SortFunc(out, func(a, b Config) int { return cmp.Or(cmp.Compare(a.Order, b.Order), cmp.Compare(a.ID, b.ID)) })
 	return out, nil
+}
+
+// projectConfigs returns the project's live configs whose plugin exists
+// (unsorted, values in clear) and the plugins by id.
+func (s *Service) projectConfigs(ctx context.Context, actor Actor, projectID uint64) ([]Config, map[uint64]Plugin, error) {
+	all, err := list[Config](ctx, s.st.configs)
+	if err != nil {
+		return nil, nil, err
+	}
+	plugins, err := s.pluginsByID(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := []Config{}
+	for _, c := range all {
+		if _, ok := plugins[c.PluginID]; ok && c.ProjectID == projectID && c.OrganizationID == actor.OrganizationID && !c.Deleted {
+			out = append(out, c)
+		}
+	}
+	return out, plugins, nil
 }
 
 func (s *Service) pluginsByID(ctx context.Context) (map[uint64]Plugin, error) {

@@ -62,6 +62,20 @@ func (p Plugin) IsTransformation() bool {
 	return slices.Contains(p.Capabilities.Methods, "processEvent")
 }
 
+// InTransformations reports whether the pipeline_transformations routes
+// serve the plugin: a transformation, or a source plugin whose code has
+// not decided yet (no methods, no scheduled tasks). A source plugin starts
+// without code, and the plugin created through POST must be reachable
+// through its {id} routes to get code at all (update_source); PostHog
+// answers 404 there. Code without processEvent still makes it leave.
+func (p Plugin) InTransformations() bool {
+	if p.IsTransformation() {
+		return true
+	}
+	c := p.Capabilities
+	return p.Type == TypeSource && len(c.Methods) == 0 && len(c.ScheduledTasks) == 0
+}
+
 // normalize fills the JSON defaults so responses never hold null lists.
 func (p *Plugin) normalize() {
 	if len(p.ConfigSchema) == 0 || string(p.ConfigSchema) == "null" {

@@ -193,7 +193,7 @@ func (s *Service) lookup(ctx context.Context, actor Actor, id uint64, need acces
 	if err != nil {
 		return p, 0, err
 	}
-	if need != readAny && !p.IsTransformation() {
+	if need != readAny && !p.InTransformations() {
 		return p, 0, ErrNotFound
 	}
 	ok, err := s.visible(ctx, actor.OrganizationID, p, nil)
@@ -207,7 +207,8 @@ func (s *Service) lookup(ctx context.Context, actor Actor, id uint64, need acces
 	return p, rev, nil
 }
 
-// List returns the transformations visible to the actor, by id.
+// List returns the transformations visible to the actor (with source
+// plugins still without code, see InTransformations), by id.
 func (s *Service) List(ctx context.Context, actor Actor) ([]Plugin, error) {
 	all, err := list[Plugin](ctx, s.st.plugins)
 	if err != nil {
@@ -219,7 +220,7 @@ func (s *Service) List(ctx context.Context, actor Actor) ([]Plugin, error) {
 	}
 	out := make([]Plugin, 0, len(all))
 	for _, p := range all {
-		if ok, _ := s.visible(ctx, actor.OrganizationID, p, configured); ok && p.IsTransformation() {
+		if ok, _ := s.visible(ctx, actor.OrganizationID, p, configured); ok && p.InTransformations() {
 			p.normalize()
 			out = append(out, p)
 		}

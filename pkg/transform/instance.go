@@ -1,0 +1,230 @@
+package transform
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"time"
+
+	"github.com/dop251/goja"
+
+	"github.com/personhub/personhub/pkg/plugin/code"
+)
+
+// Limits bound every call into a plugin.
+type Limits struct {
+	// Timeout bounds one processEvent (or setupPlugin) call; goja's
+	// Interrupt stops the JavaScript at the next instruction. Default
+	// 100 ms.
+	Timeout time.Duration
+	// MaxCallDepth bounds JavaScript call depth (unbounded recursion is a
+	// stack overflow error, not a Go stack of gigabytes). Default 1000.
+	MaxCallDepth int
+	// MaxEventBytes bounds the JSON of a result. Default 1 MiB, the
+	// JetStream message limit.
+	MaxEventBytes int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.Timeout <= 0 {
+		l.Timeout = 100 * time.Millisecond
+	}
+	if l.MaxCallDepth <= 0 {
+		l.MaxCallDepth = 1000
+	}
+	if l.MaxEventBytes <= 0 {
+		l.MaxEventBytes = 1 << 20
+	}
+	return l
+}
+
+// ErrTimeout is a call that ran past Limits.Timeout.
+var ErrTimeout = errors.New("processEvent ran past its time limit")
+
+// ErrNoProcessEvent is a plugin whose code exports no processEvent.
+var ErrNoProcessEvent = errors.New("the plugin exports no processEvent function")
+
+// prelude runs before the plugin's code. The runtime has no require, no
+// network and no file system to begin with (goja provides only ECMAScript
+// built-ins); console is a no-op so that plugins that log do not throw.
+const prelude = `var console = {log: function(){}, info: function(){}, warn: function(){}, error: function(){}, debug: function(){}};`
+
+// instance is one plugin config's loaded code: its own goja runtime (so
+// one plugin's globals and memory are not another's), its processEvent
+// and its meta. Not safe for concurrent use; the Runtime serializes
+// calls.
+type instance struct {
+	vm      *goja.Runtime
+	process goja.Callable
+	// parse and stringify are JSON.parse and JSON.stringify, looked up
+	// once: compiling a script per event cost 100 µs.
+	parse, stringify goja.Callable
+	meta             goja.Value
+	limits           Limits
+	event            Event      // the event being processed: the time source reads it
+	rng              *rand.Rand // Math.random, re-seeded from each event's uuid
+}
+
+// compile transpiles and compiles a plugin's entry file once; programs are
+// shared by instances (goja programs are immutable).
+func compile(filename, src string) (*goja.Program, error) {
+	js, err := code.Transpile(filename, src)
+	if err != nil {
+		return nil, err
+	}
+	wrapped := "(function(){var exports = {}; var module = {exports: exports};\n" + js + "\nreturn module.exports;})()"
+	return goja.Compile(filename, wrapped, false)
+}
+
+// newInstance runs the program in a fresh runtime, builds meta from the
+// config (secrets included: the plugin needs them; they are never logged)
+// and runs setupPlugin(meta) when exported, all under the time limit.
+func newInstance(prog *goja.Program, config map[string]any, limits Limits) (*instance, error) {
+	in := &instance{vm: goja.New(), limits: limits}
+	in.seed("")
+	vm := in.vm
+	vm.SetMaxCallStackSize(limits.MaxCallDepth)
+	// Determinism: Date.now() is the event's timestamp and Math.random is
+	// seeded by the event's uuid, so a replay computes the same values.
+	vm.SetTimeSource(func() time.Time { return in.eventTime() })
+	vm.SetRandSource(in.randSource)
+	cfg, err := json.Marshal(config)
+	if err != nil {
+		return nil, err
+	}
+	var exports goja.Value
+	err = in.bounded(func() error {
+		if _, err := vm.RunString(prelude); err != nil {
+			return err
+		}
+		v, err := vm.RunProgram(prog)
+		exports = v
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	obj := exports.ToObject(vm)
+	process, ok := goja.AssertFunction(obj.Get("processEvent"))
+	if !ok {
+		return nil, ErrNoProcessEvent
+	}
+	in.process = process
+	jsonObj := vm.Get("JSON").ToObject(vm)
+	in.parse, _ = goja.AssertFunction(jsonObj.Get("parse"))
+	in.stringify, _ = goja.AssertFunction(jsonObj.Get("stringify"))
+	meta := vm.NewObject()
+	parsed, err := vm.RunString("(" + string(cfg) + ")")
+	if err != nil {
+		return nil, err
+	}
+	_ = meta.Set("config", parsed)
+	_ = meta.Set("global", vm.NewObject())
+	in.meta = meta
+	if setup, ok := goja.AssertFunction(obj.Get("setupPlugin")); ok {
+		if err := in.bounded(func() error { return settle(setup(goja.Undefined(), meta)) }); err != nil {
+			return nil, fmt.Errorf("setupPlugin: %w", err)
+		}
+	}
+	return in, nil
+}
+
+// settle turns a call's result into its error: a rejected promise is an
+// error (goja runs promise jobs before the outermost call returns, so an
+// async function without real waiting has settled).
+func settle(v goja.Value, err error) error {
+	if err != nil {
+		return err
+	}
+	if p, ok := v.Export().(*goja.Promise); ok && p.State() == goja.PromiseStateRejected {
+		return fmt.Errorf("rejected: %v", p.Result())
+	}
+	return nil
+}
+
+// bounded runs f with the time limit armed.
+func (in *instance) bounded(f func() error) error {
+	t := time.AfterFunc(in.limits.Timeout, func() { in.vm.Interrupt(ErrTimeout) })
+	err := f()
+	t.Stop()
+	in.vm.ClearInterrupt()
+	var ie *goja.InterruptedError
+	if errors.As(err, &ie) {
+		return ErrTimeout
+	}
+	return err
+}
+
+func (in *instance) eventTime() time.Time {
+	if t, err := time.Parse(time.RFC3339Nano, in.event.Timestamp); err == nil {
+		return t
+	}
+	return time.Unix(0, 0).UTC()
+}
+
+func (in *instance) randSource() float64 { return in.rng.Float64() }
+
+// seed restarts Math.random's sequence from the event's uuid.
+func (in *instance) seed(uuid string) {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(uuid))
+	in.rng = rand.New(rand.NewPCG(h.Sum64(), 0))
+}
+
+// call calls processEvent(event, meta). A nil event with a nil error is
+// a drop.
+func (in *instance) call(ev Event) (*Event, error) {
+	in.event = ev
+	in.seed(ev.UUID)
+	text, err := json.Marshal(ev)
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	var dropped bool
+	err = in.bounded(func() error {
+		arg, err := in.parse(goja.Undefined(), in.vm.ToValue(string(text)))
+		if err != nil {
+			return err
+		}
+		v, err := in.process(goja.Undefined(), arg, in.meta)
+		if err != nil {
+			return err
+		}
+		if p, ok := v.Export().(*goja.Promise); ok {
+			switch p.State() {
+			case goja.PromiseStateRejected:
+				return fmt.Errorf("rejected: %v", p.Result())
+			case goja.PromiseStatePending:
+				return fmt.Errorf("%w: a promise that never settled", ErrShape)
+			}
+			v = p.Result()
+		}
+		if goja.IsNull(v) || goja.IsUndefined(v) {
+			dropped = true
+			return nil
+		}
+		if _, ok := v.(*goja.Object); !ok {
+			return ErrShape
+		}
+		j, err := in.stringify(goja.Undefined(), v)
+		if err != nil {
+			return err
+		}
+		out = []byte(j.String())
+		return nil
+	})
+	if err != nil || dropped {
+		return nil, err
+	}
+	if len(out) > in.limits.MaxEventBytes {
+		return nil, fmt.Errorf("%w: result of %d bytes is over the %d byte limit", ErrShape, len(out), in.limits.MaxEventBytes)
+	}
+	res, err := decodeResult(out, ev)
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
+}

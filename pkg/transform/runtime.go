@@ -1,0 +1,244 @@
+package transform
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Step is one enabled plugin config of a project's chain: its code and
+// config as of the event's position in the log (see docs/architecture.md,
+// "Transformations").
+type Step struct {
+	ConfigID uint64
+	PluginID uint64
+	Order    int
+	Filename string         // the entry file's name (index.ts, index.js, ...)
+	Source   string         // the entry file
+	Config   map[string]any // secrets included; never logged
+}
+
+// version identifies a step's code and config: an instance is rebuilt
+// (setupPlugin runs again) when either changes.
+func (s Step) version() string {
+	h := sha256.New()
+	cfg, _ := json.Marshal(s.Config) // map keys are sorted: stable
+	for _, part := range [][]byte{[]byte(s.Filename), {0}, []byte(s.Source), {0}, cfg} {
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Outcomes of a step.
+const (
+	OutcomeOK      = "ok"      // the step's result goes on
+	OutcomeDropped = "dropped" // processEvent returned null or undefined
+	OutcomeFailed  = "failed"  // threw, timed out, or returned a wrong shape: the input goes on
+	OutcomeSkipped = "skipped" // an earlier step dropped the event
+)
+
+// StepResult is what one step did.
+type StepResult struct {
+	ConfigID uint64        `json:"plugin_config_id"`
+	PluginID uint64        `json:"plugin_id"`
+	Outcome  string        `json:"outcome"`
+	Error    string        `json:"error,omitempty"`
+	Event    *Event        `json:"event"` // after the step; nil when dropped or skipped
+	Duration time.Duration `json:"-"`
+	// Millis is Duration for JSON answers (the dry run).
+	Millis float64 `json:"duration_ms"`
+}
+
+// Result is a chain's output: the event to store (nil: dropped) and each
+// step.
+type Result struct {
+	Event *Event
+	Steps []StepResult
+}
+
+// Stats are one plugin config's counts since the process started.
+type Stats struct {
+	In      uint64        `json:"events_in"`
+	Dropped uint64        `json:"events_dropped"`
+	Failed  uint64        `json:"events_failed"`
+	Time    time.Duration `json:"-"`
+}
+
+type counts struct{ in, dropped, failed, nanos atomic.Uint64 }
+
+// slot holds a config's live instance; its mutex serializes calls (a goja
+// runtime is single-threaded).
+type slot struct {
+	mu      sync.Mutex
+	version string
+	inst    *instance // nil: to be built
+}
+
+// Runtime runs chains of transformations. Safe for concurrent use.
+type Runtime struct {
+	limits  Limits
+	log     *slog.Logger
+	mu      sync.Mutex
+	slots   map[uint64]*slot // by config id
+	stats   map[uint64]*counts
+	events  *prometheus.CounterVec
+	seconds *prometheus.CounterVec
+}
+
+// New returns a runtime; reg may be nil.
+func New(limits Limits, log *slog.Logger, reg prometheus.Registerer) *Runtime {
+	r := &Runtime{limits: limits.withDefaults(), log: log,
+		slots: map[uint64]*slot{}, stats: map[uint64]*counts{},
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transformation_events_total",
+			Help: "Events through a plugin config's processEvent, by outcome (ok, dropped, failed)."}, []string{"plugin_config_id", "outcome"}),
+		seconds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transformation_seconds_total",
+			Help: "Time spent in a plugin config's processEvent."}, []string{"plugin_config_id"}),
+	}
+	if reg != nil {
+		reg.MustRegister(r.events, r.seconds)
+	}
+	return r
+}
+
+// Run runs the chain on ev: steps in ascending order (then config id),
+// each on the previous output, counted per config. A drop stops the chain.
+func (r *Runtime) Run(ctx context.Context, chain []Step, ev Event) Result {
+	return r.run(ctx, chain, ev, r.live)
+}
+
+// DryRun runs the chain like Run but in fresh instances (setupPlugin runs
+// for each, no state of the live ones is touched) and counts nothing.
+func (r *Runtime) DryRun(ctx context.Context, chain []Step, ev Event) Result {
+	return r.run(ctx, chain, ev, r.fresh)
+}
+
+type caller func(s Step, ev Event) (*Event, error)
+
+func (r *Runtime) run(ctx context.Context, chain []Step, ev Event, call caller) Result {
+	chain = slices.Clone(chain)
+	slices.SortStableFunc(chain, func(a, b Step) int { return cmp.Or(cmp.Compare(a.Order, b.Order), cmp.Compare(a.ConfigID, b.ConfigID)) })
+	res := Result{Event: &ev}
+	for _, s := range chain {
+		sr := StepResult{ConfigID: s.ConfigID, PluginID: s.PluginID}
+		switch {
+		case res.Event == nil:
+			sr.Outcome = OutcomeSkipped
+		case ctx.Err() != nil:
+			sr.Outcome, sr.Error, sr.Event = OutcomeFailed, ctx.Err().Error(), res.Event
+		default:
+			start := time.Now()
+			out, err := call(s, *res.Event)
+			sr.Duration = time.Since(start)
+			sr.Millis = float64(sr.Duration.Microseconds()) / 1000
+			switch {
+			case err != nil:
+				sr.Outcome, sr.Error, sr.Event = OutcomeFailed, err.Error(), res.Event
+			case out == nil:
+				sr.Outcome, res.Event = OutcomeDropped, nil
+			default:
+				sr.Outcome, sr.Event, res.Event = OutcomeOK, out, out
+			}
+		}
+		res.Steps = append(res.Steps, sr)
+	}
+	return res
+}
+
+// live calls the config's cached instance, building it when its version
+// changed, and counts the call.
+func (r *Runtime) live(s Step, ev Event) (*Event, error) {
+	r.mu.Lock()
+	sl := r.slots[s.ConfigID]
+	if sl == nil {
+		sl = &slot{}
+		r.slots[s.ConfigID] = sl
+	}
+	c := r.stats[s.ConfigID]
+	if c == nil {
+		c = &counts{}
+		r.stats[s.ConfigID] = c
+	}
+	r.mu.Unlock()
+
+	start := time.Now()
+	out, err := r.callSlot(sl, s, ev)
+	took := time.Since(start)
+	id := strconv.FormatUint(s.ConfigID, 10)
+	c.in.Add(1)
+	c.nanos.Add(uint64(took))
+	r.seconds.WithLabelValues(id).Add(took.Seconds())
+	switch {
+	case err != nil:
+		c.failed.Add(1)
+		r.events.WithLabelValues(id, OutcomeFailed).Inc()
+		// The config is never logged: it holds secrets.
+		r.log.Warn("transformation failed", "plugin_config_id", s.ConfigID, "plugin_id", s.PluginID, "event_uuid", ev.UUID, "error", err)
+	case out == nil:
+		c.dropped.Add(1)
+		r.events.WithLabelValues(id, OutcomeDropped).Inc()
+	default:
+		r.events.WithLabelValues(id, OutcomeOK).Inc()
+	}
+	return out, err
+}
+
+func (r *Runtime) callSlot(sl *slot, s Step, ev Event) (*Event, error) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	v := s.version()
+	if sl.inst == nil || sl.version != v {
+		inst, err := r.build(s)
+		if err != nil {
+			return nil, err
+		}
+		sl.inst, sl.version = inst, v
+	}
+	out, err := sl.inst.call(ev)
+	if errors.Is(err, ErrTimeout) {
+		// An interrupted plugin may have left its state half-updated, and
+		// whatever it allocated is freed with its runtime: start afresh.
+		sl.inst = nil
+	}
+	return out, err
+}
+
+func (r *Runtime) fresh(s Step, ev Event) (*Event, error) {
+	inst, err := r.build(s)
+	if err != nil {
+		return nil, err
+	}
+	return inst.call(ev)
+}
+
+// build compiles and instantiates a step. Live instances are rebuilt only
+// when a config's version changes, so programs are not cached beyond
+// them: a cache by code would grow with every edit of every plugin.
+func (r *Runtime) build(s Step) (*instance, error) {
+	prog, err := compile(s.Filename, s.Source)
+	if err != nil {
+		return nil, err
+	}
+	return newInstance(prog, s.Config, r.limits)
+}
+
+// Stats returns a config's counts (zero when it never ran here).
+func (r *Runtime) Stats(configID uint64) Stats {
+	r.mu.Lock()
+	c := r.stats[configID]
+	r.mu.Unlock()
+	if c == nil {
+		return Stats{}
+	}
+	return Stats{In: c.in.Load(), Dropped: c.dropped.Load(), Failed: c.failed.Load(), Time: time.Duration(c.nanos.Load())}
+}
