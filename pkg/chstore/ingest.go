@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/propfilter"
+	"github.com/personhub/personhub/pkg/propjson"
 )
 
 // chunk bounds the ids in one IN list. A batch's ids are scattered over
@@ -68,16 +68,13 @@ func (s *Store) LoadPersons(ctx context.Context, projectID uint64, ids []uint64)
 			return nil, err
 		}
 		for rows.Next() {
+			// The properties stay as stored: the fold decodes them
+			// only for a person an event changes (docs/architecture.md).
 			r := fold.PersonRow{ProjectID: projectID}
-			var props string
 			var ident, del uint8
-			if err := rows.Scan(&r.ID, &r.UUID, &props, &r.DistinctIDs, &r.CreatedAt, &ident, &del, &r.Version); err != nil {
+			if err := rows.Scan(&r.ID, &r.UUID, &r.PropertiesJSON, &r.DistinctIDs, &r.CreatedAt, &ident, &del, &r.Version); err != nil {
 				rows.Close()
 				return nil, err
-			}
-			if r.Properties, err = decodeProps(props); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("person %d: %w", r.ID, err)
 			}
 			r.IsIdentified, r.IsDeleted = ident == 1, del == 1
 			out[r.ID] = r
@@ -250,7 +247,7 @@ func (s *Store) writePersons(ctx context.Context, persons []fold.PersonRow) erro
 	)
 	var buf []byte
 	for i, p := range persons {
-		if props[i], keys[i], values[i], buf, err = encodeProps(buf, p.Properties); err != nil {
+		if props[i], keys[i], values[i], buf, err = encodeProps(buf, p); err != nil {
 			batch.Abort()
 			return fmt.Errorf("person %d: %w", p.ID, err)
 		}
@@ -356,26 +353,28 @@ func (s *Store) writeDeletionRequests(ctx context.Context, reqs []fold.DeletionR
 	return batch.Send()
 }
 
-// encodeProps renders properties as stored: the JSON object plus the
-// parallel key and value-text arrays that filters read. buf is scratch
-// space for the JSON, returned for the next call.
-func encodeProps(buf []byte, props map[string]any) (string, []string, []string, []byte, error) {
-	keys := make([]string, 0, len(props))
-	for k := range props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var raw string
-	buf, ok := appendProps(buf[:0], keys, props)
-	if ok {
-		raw = string(buf)
-	} else {
-		// A type decoded JSON does not hold: encoding/json decides.
-		b, err := json.Marshal(props)
-		if err != nil {
+// encodeProps renders a person's properties as stored: the JSON object
+// (as the fold encoded it in Flush, or encoded here) plus the parallel key
+// and value-text arrays that filters read. buf is scratch space for the
+// JSON, returned for the next call.
+func encodeProps(buf []byte, p fold.PersonRow) (string, []string, []string, []byte, error) {
+	props, raw := p.Properties, p.PropertiesJSON
+	if props == nil && raw != "" {
+		// Only the stored form (a row the fold did not decode).
+		var err error
+		if props, err = propjson.Decode(raw); err != nil {
 			return "", nil, nil, buf, err
 		}
-		raw = string(b)
+	}
+	var keys []string
+	if raw == "" {
+		var err error
+		if buf, keys, err = propjson.Encode(buf[:0], props); err != nil {
+			return "", nil, nil, buf, err
+		}
+		raw = string(buf)
+	} else {
+		keys = propjson.SortedKeys(props)
 	}
 	values := make([]string, len(keys))
 	for i, k := range keys {

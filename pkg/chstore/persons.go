@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/personhub/personhub/pkg/propfilter"
+	"github.com/personhub/personhub/pkg/propjson"
 )
 
 // ErrNotFound is returned for a person that does not exist or is deleted.
@@ -224,7 +225,7 @@ func scanPerson(rows scanner) (PersonRecord, error) {
 		return p, err
 	}
 	var err error
-	if p.Properties, err = decodeProps(props); err != nil {
+	if p.Properties, err = propjson.Decode(props); err != nil {
 		return p, fmt.Errorf("person %d: %w", p.ID, err)
 	}
 	p.IsIdentified = ident == 1

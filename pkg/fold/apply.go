@@ -31,8 +31,17 @@ func mergeSource(ev *event.Event) (string, bool) {
 }
 
 // Apply folds one event and returns the person it is attributed to. Only an
-// error from the Loader is returned; every event is foldable.
+// error from the Loader (or a stored row it cannot decode) is returned;
+// every event is foldable.
 func (f *Folder) Apply(ctx context.Context, in Input) (Resolved, error) {
+	res, err := f.apply(ctx, in)
+	if err == nil && f.broken != nil {
+		err, f.broken = f.broken, nil
+	}
+	return res, err
+}
+
+func (f *Folder) apply(ctx context.Context, in Input) (Resolved, error) {
 	ev := &in.Event
 	switch ev.Event {
 	case event.DeletePerson:
@@ -123,11 +132,12 @@ func (f *Folder) merge(ctx context.Context, in Input, other string, dangerous bo
 		return resolved(target), nil
 	}
 	if in.Seq > target.row.Version {
-		merged := make(map[string]any, len(source.row.Properties)+len(target.row.Properties))
-		for k, v := range source.row.Properties {
+		sp, tp := f.props(source), f.props(target)
+		merged := make(map[string]any, len(sp)+len(tp))
+		for k, v := range sp {
 			merged[k] = v
 		}
-		for k, v := range target.row.Properties {
+		for k, v := range tp {
 			merged[k] = v
 		}
 		target.row.Properties = merged
@@ -302,11 +312,6 @@ func (f *Folder) update(p *personState, in Input, identify bool) (before, after 
 		before, after = map[string]any{}, map[string]any{}
 	}
 	changed := false
-	props := p.row.Properties
-	if props == nil {
-		props = map[string]any{}
-		p.row.Properties = props
-	}
 	note := func(k string, old any, had bool, v any, has bool) {
 		changed = true
 		if track {
@@ -320,7 +325,13 @@ func (f *Folder) update(p *personState, in Input, identify bool) (before, after 
 			}
 		}
 	}
-	setOnce, set := f.allowedChanges(in, p) // limits.go
+	// Only an event that may change the properties decodes them.
+	var props map[string]any
+	var setOnce, set map[string]any
+	if len(ev.Set)+len(ev.SetOnce)+len(ev.Unset) > 0 {
+		props = f.props(p)
+		setOnce, set = f.allowedChanges(in, p, props) // limits.go
+	}
 	for k, v := range setOnce {
 		if _, ok := props[k]; !ok {
 			props[k] = v

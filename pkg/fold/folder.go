@@ -44,6 +44,13 @@ type Folder struct {
 	// Flush costs the batch's changes, not the size of the cache.
 	changedPersons []*personState
 	changedDIDs    []didKey
+	// decoded lists the persons whose properties were decoded since the
+	// last Flush (props.go), whose maps Flush drops.
+	decoded   []*personState
+	encodeBuf []byte
+	// broken is a stored row that could not be decoded (props.go), for
+	// Apply to return.
+	broken error
 	// gen counts batches (Prepare calls); entries remember the last one
 	// that used them, and eviction drops the least recently used.
 	gen uint64
@@ -81,7 +88,7 @@ func (f *Folder) Reset() {
 	f.persons = map[personKey]*personState{}
 	f.dids = map[didKey]*didState{}
 	f.absent = map[personKey]bool{}
-	f.changedPersons, f.changedDIDs = nil, nil
+	f.changedPersons, f.changedDIDs, f.decoded, f.broken = nil, nil, nil, nil
 	f.warnings, f.activity, f.deletions, f.members = nil, nil, nil, nil
 	f.hidden.flushed = f.hidden.flushed[:0] // not committed
 }
@@ -268,6 +275,7 @@ func (f *Folder) loadPersons(ctx context.Context, project uint64, ids []uint64) 
 	}
 	for _, id := range missing {
 		if r, ok := rows[id]; ok {
+			storedProps(&r)
 			f.persons[personKey{project, id}] = &personState{row: r, used: f.gen, stored: r.CreatedAt}
 		} else {
 			f.absent[personKey{project, id}] = true
@@ -281,10 +289,10 @@ func (f *Folder) loadPersons(ctx context.Context, project uint64, ids []uint64) 
 // events that produced them.
 func (f *Folder) Flush() Batch {
 	var b Batch
+	f.compact()
 	for _, p := range f.changedPersons {
 		if p.dirty {
-			row := p.row
-			row.Properties = maps.Clone(p.row.Properties)
+			row := f.flushRow(p)
 			row.DistinctIDs = slices.Clone(p.row.DistinctIDs)
 			b.Persons = append(b.Persons, row)
 			if !p.stored.IsZero() && p.stored.Unix() != row.CreatedAt.Unix() {

@@ -18,19 +18,18 @@ const DefaultMaxPersonBytes = 512 << 10
 const WarningPersonPropertiesTooLarge = "person_properties_size_violation"
 
 // allowedChanges returns the $set_once and $set of in's event to apply to
-// p: the event's own, or none when they would take p's properties beyond
+// p (whose properties are props): the event's own, or none when they would take p's properties beyond
 // f.MaxPersonBytes and beyond their present size (a person already over
 // the limit, stored before it existed, may still shrink or keep its size).
 // A refusal is recorded as a warning naming the keys.
 //
 // The outcome depends only on the person's state, the event and the limit,
 // so a replay with the same limit folds the same persons.
-func (f *Folder) allowedChanges(in Input, p *personState) (setOnce, set map[string]any) {
+func (f *Folder) allowedChanges(in Input, p *personState, props map[string]any) (setOnce, set map[string]any) {
 	ev := &in.Event
 	if f.MaxPersonBytes <= 0 || len(ev.Set)+len(ev.SetOnce) == 0 {
 		return ev.SetOnce, ev.Set
 	}
-	props := p.row.Properties
 	if maxJSONSize(props)+maxJSONSize(ev.Set)+maxJSONSize(ev.SetOnce) <= f.MaxPersonBytes {
 		// Far from the limit (the common case): the merged properties
 		// cannot exceed it, so the exact size need not be encoded.

@@ -25,14 +25,19 @@ import (
 
 // PersonRow is one version of a person, as stored.
 type PersonRow struct {
-	ProjectID    uint64
-	ID           uint64
-	UUID         uuid.UUID
-	Properties   map[string]any
-	CreatedAt    time.Time
-	IsIdentified bool
-	IsDeleted    bool
-	Version      uint64
+	ProjectID  uint64
+	ID         uint64
+	UUID       uuid.UUID
+	Properties map[string]any
+	// PropertiesJSON is Properties as the store keeps them (the JSON
+	// object, package propjson). A Loader may give it alone (Properties
+	// nil): the Folder decodes it only when an event needs the map.
+	// Flush gives both, the JSON encoded from the map.
+	PropertiesJSON string
+	CreatedAt      time.Time
+	IsIdentified   bool
+	IsDeleted      bool
+	Version        uint64
 	// DistinctIDs are the ids the person owns, oldest first. A person
 	// deleted by a merge keeps the list it had when it was merged away.
 	DistinctIDs []string
@@ -103,6 +108,15 @@ type didKey struct {
 }
 
 // personState is a person held in memory.
+//
+// Its properties are kept in their stored form between batches: a
+// string is one pointer to a block without pointers, where a decoded map
+// is a tree of them that every GC cycle marks, and the cache holds
+// hundreds of thousands of persons (docs/performance.md, G8). Exactly one
+// form is current: row.Properties when not nil (decoded by Folder.props
+// for an event that reads them, or made by this batch), else
+// row.PropertiesJSON. Flush encodes the changed ones and drops every
+// decoded map (props.go).
 type personState struct {
 	row   PersonRow
 	dirty bool

@@ -290,7 +290,7 @@ func (f *Folder) recordActivity(in Input, a *event.Actor, p *personState, kind s
 	if changes == nil {
 		changes = []activity.Change{}
 	}
-	name := person.DisplayName(p.row.Properties, p.row.DistinctIDs, p.row.ID)
+	name := person.DisplayName(f.props(p), p.row.DistinctIDs, p.row.ID)
 	f.recordDetail(in, a, p, kind, activity.Detail{Changes: changes, Name: &name})
 }
 

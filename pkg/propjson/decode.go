@@ -1,12 +1,14 @@
-package chstore
+package propjson
 
 import (
 	"bytes"
 	"encoding/json"
 )
 
-// decodeProps decodes a stored properties object, keeping numbers exact.
-func decodeProps(s string) (map[string]any, error) {
+// Decode decodes a stored properties object as the fold reads it: numbers
+// kept exact (json.Number), so Encode gives their text back unchanged. An
+// empty string is an empty object.
+func Decode(s string) (map[string]any, error) {
 	props := map[string]any{}
 	if s == "" {
 		return props, nil

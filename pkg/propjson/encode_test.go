@@ -1,4 +1,4 @@
-package chstore
+package propjson
 
 import (
 	"bytes"
@@ -33,15 +33,15 @@ func FuzzAppendProps(f *testing.F) {
 }
 
 // TestAppendPropsRefuses: what the direct encoder does not handle goes to
-// encoding/json (encodeProps' fallback), never encoded differently.
+// encoding/json (Encode's fallback), never encoded differently.
 func TestAppendPropsRefuses(t *testing.T) {
 	for _, v := range []any{1.5, 3, json.Number(""), json.Number("1x"), struct{}{}, []string{"a"}, map[string]string{}} {
-		if _, ok := appendProps(nil, []string{"k"}, map[string]any{"k": v}); ok {
+		if _, ok := appendProps(nil, []string{"k"}, map[string]any{"k": v}, 0); ok {
 			t.Errorf("%T %v encoded directly", v, v)
 		}
 	}
-	raw, _, _, _, err := encodeProps(nil, map[string]any{"f": 1.5, "n": json.Number("2")})
-	if err != nil || raw != `{"f":1.5,"n":2}` {
+	raw, keys, err := Encode([]byte("x"), map[string]any{"f": 1.5, "n": json.Number("2")})
+	if err != nil || string(raw) != `x{"f":1.5,"n":2}` || !slices.Equal(keys, []string{"f", "n"}) {
 		t.Errorf("fallback: %s, %v", raw, err)
 	}
 	same(t, map[string]any{"a": "<x> & \"y\" \x7f \u00e9 \xc3", "b": []any{true, false, nil}})
@@ -50,12 +50,7 @@ func TestAppendPropsRefuses(t *testing.T) {
 func same(t *testing.T, props map[string]any) {
 	t.Helper()
 	want, err := json.Marshal(props)
-	keys := make([]string, 0, len(props))
-	for k := range props {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	got, ok := appendProps(nil, keys, props)
+	got, ok := appendProps(nil, SortedKeys(props), props, 0)
 	switch {
 	case !ok:
 		// Refused: Marshal decides (for decoded values only a depth

@@ -1,4 +1,7 @@
-package chstore
+// Package propjson holds the stored form of person properties: the JSON
+// object the persons table keeps, which the fold also keeps for cached
+// persons (docs/architecture.md), so both must encode it the same way.
+package propjson
 
 import (
 	"encoding/json"
@@ -13,12 +16,39 @@ import (
 // bool, string, json.Number, map[string]any, []any): Marshal found each
 // value's encoder by reflection and sorted each map's keys again, a share
 // of the ingester's CPU for every person row. Any other type makes it
-// give up (ok false), and the caller uses Marshal. FuzzAppendProps holds
-// the two to the same bytes.
+// give up (ok false), and Encode uses Marshal. FuzzAppendProps holds the
+// two to the same bytes.
+
+// Encode appends props to dst as the store keeps them (encoding/json's
+// bytes) and returns it with props' keys, sorted.
+func Encode(dst []byte, props map[string]any) ([]byte, []string, error) {
+	keys := SortedKeys(props)
+	start := len(dst)
+	out, ok := appendProps(dst, keys, props, 0)
+	if ok {
+		return out, keys, nil
+	}
+	// A type decoded JSON does not hold: encoding/json decides.
+	b, err := json.Marshal(props)
+	if err != nil {
+		return dst[:start], nil, err
+	}
+	return append(dst[:start], b...), keys, nil
+}
+
+// SortedKeys returns props' keys in the order Marshal writes them.
+func SortedKeys(props map[string]any) []string {
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
 
 // appendProps appends props as a JSON object, keys in the order given
 // (sorted, as Marshal sorts them; every key of props).
-func appendProps(dst []byte, keys []string, props map[string]any) ([]byte, bool) {
+func appendProps(dst []byte, keys []string, props map[string]any, depth int) ([]byte, bool) {
 	dst = append(dst, '{')
 	for i, k := range keys {
 		if i > 0 {
@@ -27,7 +57,7 @@ func appendProps(dst []byte, keys []string, props map[string]any) ([]byte, bool)
 		dst = appendString(dst, k)
 		dst = append(dst, ':')
 		var ok bool
-		if dst, ok = appendValue(dst, props[k], 0); !ok {
+		if dst, ok = appendValue(dst, props[k], depth); !ok {
 			return dst, false
 		}
 	}
@@ -60,24 +90,7 @@ func appendValue(dst []byte, v any, depth int) ([]byte, bool) {
 		if t == nil {
 			return append(dst, "null"...), true
 		}
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendString(dst, k)
-			dst = append(dst, ':')
-			var ok bool
-			if dst, ok = appendValue(dst, t[k], depth+1); !ok {
-				return dst, false
-			}
-		}
-		return append(dst, '}'), true
+		return appendProps(dst, SortedKeys(t), t, depth+1)
 	case []any:
 		if t == nil {
 			return append(dst, "null"...), true
