@@ -77,8 +77,11 @@ FROM (
   SELECT number, intDiv(number, ?) AS s, number % ? AS pos, cityHash64(number, 2) AS h,
     cityHash64(s, 1) % ? AS start, toUInt64(cityHash64(s, 3) % ?) AS n,
     arrayElement(['home', 'pricing', 'docs', 'blog', 'signup', 'login', 'settings', 'billing', 'products', 'search'], 1 + intDiv(h, 3) % 10) AS page
-  FROM numbers(?)
+  FROM numbers(?) WHERE number >= ?
 ) ANY INNER JOIN (SELECT n, distinct_id, person_id, person_uuid FROM ` + g10IDs + `) USING n`
+
+// g10Chunk is the most events one insert statement writes.
+const g10Chunk = 500_000
 
 // g10IDsSQL numbers the live distinct ids in a fixed order.
 const g10IDsSQL = `INSERT INTO ` + g10IDs + ` (n, distinct_id, person_id, person_uuid)
@@ -112,9 +115,15 @@ func (s *session) g10Dataset(ctx context.Context) error {
 	span := uint64(g10Days*86400 - 3600)
 	s.lg.f("G10: inserting %d events (%d sessions over %d distinct ids) into %s .. %s",
 		events, sessions, ids, g10From.Format(time.DateOnly), g10To().Format(time.DateOnly))
-	if err := conn.Exec(ctx, g10InsertSQL, s.project, g10From.Unix(), g10SeqBase,
-		g10Session, g10Session, span, ids, events); err != nil {
-		return fmt.Errorf("inserting events: %w", err)
+	// In chunks of whole sessions: one statement of 5M rows sends nothing
+	// back for longer than the driver's read timeout on a loaded machine.
+	chunk := uint64(g10Chunk - g10Chunk%g10Session)
+	for lo := uint64(0); lo < uint64(events); lo += chunk {
+		hi := min(lo+chunk, uint64(events))
+		if err := conn.Exec(ctx, g10InsertSQL, s.project, g10From.Unix(), g10SeqBase,
+			g10Session, g10Session, span, ids, hi, lo); err != nil {
+			return fmt.Errorf("inserting events %d..%d: %w", lo, hi, err)
+		}
 	}
 	d := &G10Dataset{Events: events, Sessions: sessions, DistinctIDs: ids, From: g10From, To: g10To(),
 		InsertSeconds: time.Since(start).Seconds(), ByEvent: map[string]uint64{}, Returned: map[string]int{}}
