@@ -288,10 +288,12 @@ func parseDistinctID(raw json.RawMessage) (string, error) {
 func ParseTime(s string) (time.Time, error) {
 	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999"} {
 		if t, err := time.Parse(layout, s); err == nil {
-			if t.Year() < 1970 || t.Year() > 2105 {
-				return time.Time{}, errors.New("year out of range 1970-2105")
+			// The year as stored, in UTC: 1970-01-01 with a positive
+			// offset is before the epoch, which a DateTime wraps to 2106.
+			if t = t.UTC(); t.Year() < 1970 || t.Year() > 2105 {
+				return time.Time{}, errors.New("year out of range 1970-2105 (UTC)")
 			}
-			return t.UTC(), nil
+			return t, nil
 		}
 	}
 	return time.Time{}, errors.New("want RFC 3339")

@@ -104,3 +104,20 @@ func TestParseAllocs(t *testing.T) {
 		t.Errorf("Parse allocates %.0f times per captured event, want at most 7", allocs)
 	}
 }
+
+// TestParseTimeStaysInTheDateTimeRange: the year bound holds in UTC, as
+// the time is stored: 1970-01-01 with a positive offset is before the
+// epoch (a DateTime wraps it to 2106), 2105-12-31 with a negative one is
+// in 2106 (18.16's dates end in 2105).
+func TestParseTimeStaysInTheDateTimeRange(t *testing.T) {
+	for _, s := range []string{"1970-01-01T00:30:00+01:00", "1970-01-01T05:00:00+05:30", "2105-12-31T23:00:00-10:00"} {
+		if got, err := ParseTime(s); err == nil {
+			t.Errorf("%s: accepted as %s", s, got)
+		}
+	}
+	for _, s := range []string{"1970-01-01T00:00:00Z", "1970-01-01T01:00:00+01:00", "2105-12-31T23:59:59Z", "2105-12-31T13:00:00-10:00"} {
+		if _, err := ParseTime(s); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+}

@@ -103,6 +103,17 @@ type scan struct {
 // a Date from 2106 on as 0000-00-00.
 var lastDate = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// epochSeconds is t as a DateTime's seconds, clamped to the range a
+// DateTime holds: a range may start before 1970 (date_from=-60y, or
+// 1970-01-01 east of UTC), and toDateTime of a negative number wraps to
+// 2106 on ClickHouse 18.16 (an empty scan) where current releases clamp.
+func epochSeconds(t time.Time) int64 { return min(max(t.Unix(), 0), 1<<32-1) }
+
+// epochDate is the UTC date of t clamped as epochSeconds.
+func epochDate(t time.Time) string {
+	return time.Unix(epochSeconds(t), 0).UTC().Format(time.DateOnly)
+}
+
 // sql selects pid, uuid, timestamp and extra.
 func (s scan) sql() (string, []any) {
 	var args []any
@@ -122,7 +133,7 @@ func (s scan) sql() (string, []any) {
 	inner := "SELECT if(o_pid = 0, person_id, o_pid) AS pid, uuid, timestamp, event, distinct_id, properties FROM events " +
 		"ANY LEFT JOIN (SELECT distinct_id, person_id AS o_pid, is_deleted AS o_deleted FROM person_distinct_id_overrides FINAL WHERE project_id = ?) USING distinct_id " +
 		"PREWHERE project_id = ? AND timestamp < toDateTime(?)"
-	args = append(args, s.project, s.project, s.to.Unix())
+	args = append(args, s.project, s.project, epochSeconds(s.to))
 	// The range is also stated on the sort key's toDate(timestamp):
 	// ClickHouse 18.16 does not derive it from a timestamp condition, so
 	// without it a scan of one day reads every granule of the project
@@ -131,11 +142,11 @@ func (s scan) sql() (string, []any) {
 	// for scans without an end (endOfTime).
 	if s.to.Before(lastDate) {
 		inner += " AND toDate(timestamp) <= toDate(?)"
-		args = append(args, s.to.Add(-time.Second).UTC().Format(time.DateOnly))
+		args = append(args, epochDate(s.to.Add(-time.Second)))
 	}
 	if !s.from.IsZero() {
 		inner += " AND toDate(timestamp) >= toDate(?) AND timestamp >= toDateTime(?)"
-		args = append(args, s.from.UTC().Format(time.DateOnly), s.from.Unix())
+		args = append(args, epochDate(s.from), epochSeconds(s.from))
 	}
 	if len(s.names) > 0 {
 		inner += " AND event IN (" + marks(len(s.names)) + ")"
@@ -336,7 +347,7 @@ func bucket(iv Interval, col string, loc *time.Location) cond {
 
 func lit(iv Interval, t time.Time) cond {
 	if iv == Hour {
-		return cond{"toDateTime(?)", []any{t.Unix()}}
+		return cond{"toDateTime(?)", []any{epochSeconds(t)}}
 	}
 	return cond{"toDate(?)", []any{t.Format("2006-01-02")}}
 }

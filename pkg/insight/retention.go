@@ -224,7 +224,7 @@ func (st *Store) retentionScan(ctx context.Context, project uint64, f *Filter, r
 		s.f.eventKeys[k] = struct{}{}
 	}
 	s.f.person = s.f.person || back.f.person
-	returning := and(back.where, cond{"timestamp >= toDateTime(?)", []any{r.starts[0].Unix()}})
+	returning := and(back.where, cond{"timestamp >= toDateTime(?)", []any{epochSeconds(r.starts[0])}})
 	s.where = or(orTrue(target.where), returning)
 	idx := r.index(f.Loc)
 	s.extra = append(s.extra,

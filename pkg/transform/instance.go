@@ -146,9 +146,15 @@ func settle(v goja.Value, err error) error {
 
 // bounded runs f with the time limit armed.
 func (in *instance) bounded(f func() error) error {
-	t := time.AfterFunc(in.limits.Timeout, func() { in.vm.Interrupt(ErrTimeout) })
+	fired := make(chan struct{})
+	t := time.AfterFunc(in.limits.Timeout, func() { in.vm.Interrupt(ErrTimeout); close(fired) })
 	err := f()
-	t.Stop()
+	if !t.Stop() {
+		// The timer's function runs on its own goroutine, maybe not yet
+		// done: an interrupt set after ClearInterrupt would stop the next
+		// call at its first instruction.
+		<-fired
+	}
 	in.vm.ClearInterrupt()
 	var ie *goja.InterruptedError
 	if errors.As(err, &ie) {
