@@ -18,6 +18,7 @@ import (
 	"github.com/personhub/personhub/pkg/insight"
 	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/propfilter"
+	"github.com/personhub/personhub/pkg/transform"
 )
 
 // Error is an API error; every error response has this body.
@@ -57,6 +58,9 @@ var (
 	errMethod           = &Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request", Code: "method_not_allowed", Detail: "Method not allowed."}
 	errUnavailable      = &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable", Detail: "A backing service is unavailable; try again shortly."}
 	errInternal         = &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "error", Detail: "A server error occurred."}
+	// errDryRunBusy: every dry-run slot is taken (transform.ErrBusy);
+	// dry runs take a fraction of a second, so retry soon.
+	errDryRunBusy = &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable", Detail: "Too many dry runs are under way; try again shortly.", RetryAfter: 1}
 	// errClientGone answers a request whose client went away before the
 	// answer (nginx's 499): nobody reads it, but it is neither a 500 nor
 	// logged as one.
@@ -106,6 +110,8 @@ func toAPIError(ctx context.Context, err error) (*Error, bool) {
 	case errors.Is(err, csvexport.ErrTooManyColumns):
 		return invalid("format", "The CSV export has too many columns (at most "+strconv.Itoa(csvexport.DefaultMaxColumns)+
 			", the union of the rows' properties); narrow it with a properties filter or use format=json."), false
+	case errors.Is(err, transform.ErrBusy):
+		return errDryRunBusy, false
 	case errors.Is(err, cohort.ErrPending):
 		return errPending, false
 	case errors.Is(err, chstore.ErrNotFound), errors.Is(err, action.ErrNotFound), errors.Is(err, cohort.ErrNotFound):

@@ -40,7 +40,10 @@ func (a *API) testPluginConfig(w http.ResponseWriter, r *http.Request) error {
 	for i, l := range links {
 		steps[i] = transform.Step(l)
 	}
-	res := a.transforms.DryRun(r.Context(), steps, ev)
+	res, err := a.transforms.DryRun(r.Context(), steps, ev)
+	if err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusOK, dryRunJSON{Event: res.Event, Dropped: res.Event == nil, Steps: res.Steps})
 	return nil
 }

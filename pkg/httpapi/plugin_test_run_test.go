@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 )
 
@@ -71,4 +72,46 @@ func TestPluginConfigDryRun(t *testing.T) {
 	e.wantErr(e.call("POST", e.keyA, test(d["id"]), `[1]`), 400, "", "event")
 	wantError(t, e.call("POST", e.keyA, test(999), `{"event":"x"}`), 404, "invalid_request", "not_found")
 	wantError(t, e.call("POST", e.keyB, fmt.Sprintf("/api/projects/%d/plugin_configs/%v/test/", e.projectB, d["id"]), `{"event":"x"}`), 404, "invalid_request", "not_found")
+}
+
+// TestPluginConfigDryRunBusy: dry runs beyond the runtime's two at once
+// are refused with a 503 and Retry-After at once, never queued. The chain
+// holds five looping steps, so each run holds its slot for about 500 ms
+// (five 100 ms time limits) while eight requests arrive together.
+func TestPluginConfigDryRunBusy(t *testing.T) {
+	e := newPluginEnv(t)
+	loop := e.sourcePlugin("loop", `export function processEvent(e) { for (;;) {} }`)
+	cfgs := fmt.Sprintf("/api/projects/%d/plugin_configs/", e.projectA)
+	var id any
+	for i := 0; i < 5; i++ {
+		id = e.ok(201, "POST", e.keyA, cfgs, fmt.Sprintf(`{"plugin":%v,"enabled":true,"order":%d}`, loop, i))["id"]
+	}
+	path := fmt.Sprintf("%s%v/test/", cfgs, id)
+	var wg sync.WaitGroup
+	answers := make([]response, 8)
+	for i := range answers {
+		wg.Add(1)
+		go func() { defer wg.Done(); answers[i] = request(t, "POST", e.url+path, e.keyA, `{"event":"x"}`) }()
+	}
+	wg.Wait()
+	ok, busy := 0, 0
+	for _, r := range answers {
+		switch r.status {
+		case 200:
+			ok++
+		case 503:
+			busy++
+			if r.header.Get("Retry-After") != "1" {
+				t.Fatalf("503 without Retry-After 1: %v", r.header)
+			}
+			wantError(t, r, 503, "server_error", "unavailable")
+		default:
+			t.Fatalf("status %d: %s", r.status, r.body)
+		}
+	}
+	if ok == 0 || busy == 0 {
+		t.Fatalf("%d answered, %d refused", ok, busy)
+	}
+	// Once the runs are over, dry runs are served again.
+	e.ok(200, "POST", e.keyA, path, `{"event":"x"}`)
 }

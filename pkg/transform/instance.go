@@ -25,6 +25,19 @@ type Limits struct {
 	// MaxEventBytes bounds the JSON of a result. Default 1 MiB, the
 	// JetStream message limit.
 	MaxEventBytes int
+	// MaxAllocBytes bounds what one call of a large-allocation built-in
+	// (String repeat/padStart/padEnd, Array(n), fill, join, Array.from,
+	// ArrayBuffer and typed arrays) may build: over it, a RangeError.
+	// Default 16 MiB.
+	MaxAllocBytes int
+	// MaxHeapGrowth bounds how far the process heap may grow during one
+	// call before the call is interrupted (ErrMemory), sampled every
+	// HeapSample. Default 256 MiB, every 2 ms.
+	MaxHeapGrowth uint64
+	HeapSample    time.Duration
+	// MaxDryRuns bounds the dry runs under way at once (Runtime.DryRun).
+	// Default 2.
+	MaxDryRuns int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -36,6 +49,18 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxEventBytes <= 0 {
 		l.MaxEventBytes = 1 << 20
+	}
+	if l.MaxAllocBytes <= 0 {
+		l.MaxAllocBytes = 16 << 20
+	}
+	if l.MaxHeapGrowth == 0 {
+		l.MaxHeapGrowth = 256 << 20
+	}
+	if l.MaxDryRuns <= 0 {
+		l.MaxDryRuns = 2
+	}
+	if l.HeapSample <= 0 {
+		l.HeapSample = 2 * time.Millisecond
 	}
 	return l
 }
@@ -96,6 +121,9 @@ func newInstance(prog *goja.Program, config map[string]any, limits Limits) (*ins
 	}
 	var exports goja.Value
 	err = in.bounded(func() error {
+		if _, err := vm.RunString(guards(limits)); err != nil {
+			return err
+		}
 		if _, err := vm.RunString(prelude); err != nil {
 			return err
 		}
@@ -116,7 +144,9 @@ func newInstance(prog *goja.Program, config map[string]any, limits Limits) (*ins
 	in.parse, _ = goja.AssertFunction(jsonObj.Get("parse"))
 	in.stringify, _ = goja.AssertFunction(jsonObj.Get("stringify"))
 	meta := vm.NewObject()
-	parsed, err := vm.RunString("(" + string(cfg) + ")")
+	// JSON.parse, not an object literal: in a literal a "__proto__" key
+	// sets the prototype and the config value is lost.
+	parsed, err := in.parse(goja.Undefined(), vm.ToValue(string(cfg)))
 	if err != nil {
 		return nil, err
 	}
@@ -144,20 +174,21 @@ func settle(v goja.Value, err error) error {
 	return nil
 }
 
-// bounded runs f with the time limit armed.
+// bounded runs f with the time and heap limits armed (watch).
 func (in *instance) bounded(f func() error) error {
-	fired := make(chan struct{})
-	t := time.AfterFunc(in.limits.Timeout, func() { in.vm.Interrupt(ErrTimeout); close(fired) })
+	stop, done := make(chan struct{}), make(chan struct{})
+	go watch(in.vm, in.limits, stop, done)
 	err := f()
-	if !t.Stop() {
-		// The timer's function runs on its own goroutine, maybe not yet
-		// done: an interrupt set after ClearInterrupt would stop the next
-		// call at its first instruction.
-		<-fired
-	}
+	close(stop)
+	// The watcher may be interrupting right now: an interrupt set after
+	// ClearInterrupt would stop the next call at its first instruction.
+	<-done
 	in.vm.ClearInterrupt()
 	var ie *goja.InterruptedError
 	if errors.As(err, &ie) {
+		if v, ok := ie.Value().(error); ok && errors.Is(v, ErrMemory) {
+			return ErrMemory
+		}
 		return ErrTimeout
 	}
 	return err

@@ -87,11 +87,14 @@ type slot struct {
 
 // Runtime runs chains of transformations. Safe for concurrent use.
 type Runtime struct {
-	limits  Limits
-	log     *slog.Logger
-	mu      sync.Mutex
-	slots   map[uint64]*slot // by config id
-	stats   map[uint64]*counts
+	limits Limits
+	log    *slog.Logger
+	mu     sync.Mutex
+	slots  map[uint64]*slot // by config id
+	stats  map[uint64]*counts
+	// dryRuns holds a token per dry run under way: a full channel is
+	// ErrBusy, never a queue (each run may hold MaxHeapGrowth).
+	dryRuns chan struct{}
 	events  *prometheus.CounterVec
 	seconds *prometheus.CounterVec
 }
@@ -100,6 +103,7 @@ type Runtime struct {
 func New(limits Limits, log *slog.Logger, reg prometheus.Registerer) *Runtime {
 	r := &Runtime{limits: limits.withDefaults(), log: log,
 		slots: map[uint64]*slot{}, stats: map[uint64]*counts{},
+		dryRuns: make(chan struct{}, limits.withDefaults().MaxDryRuns),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transformation_events_total",
 			Help: "Events through a plugin config's processEvent, by outcome (ok, dropped, failed)."}, []string{"plugin_config_id", "outcome"}),
 		seconds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transformation_seconds_total",
@@ -117,10 +121,34 @@ func (r *Runtime) Run(ctx context.Context, chain []Step, ev Event) Result {
 	return r.run(ctx, chain, ev, r.live)
 }
 
+// ErrBusy is a dry run refused because Limits.MaxDryRuns are under way.
+var ErrBusy = errors.New("too many dry runs under way; try again shortly")
+
 // DryRun runs the chain like Run but in fresh instances (setupPlugin runs
-// for each, no state of the live ones is touched) and counts nothing.
-func (r *Runtime) DryRun(ctx context.Context, chain []Step, ev Event) Result {
-	return r.run(ctx, chain, ev, r.fresh)
+// for each, no state of the live ones is touched) and counts nothing. At
+// most Limits.MaxDryRuns run at once; beyond that ErrBusy at once.
+func (r *Runtime) DryRun(ctx context.Context, chain []Step, ev Event) (Result, error) {
+	select {
+	case r.dryRuns <- struct{}{}:
+	default:
+		return Result{}, ErrBusy
+	}
+	defer func() { <-r.dryRuns }()
+	return r.run(ctx, chain, ev, r.fresh), nil
+}
+
+// Forget drops a config's live instance and counts (a deleted config):
+// they would otherwise stay for the life of the process.
+func (r *Runtime) Forget(configID uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.slots, configID)
+	delete(r.stats, configID)
+	id := strconv.FormatUint(configID, 10)
+	r.seconds.DeleteLabelValues(id)
+	for _, o := range []string{OutcomeOK, OutcomeDropped, OutcomeFailed} {
+		r.events.DeleteLabelValues(id, o)
+	}
 }
 
 type caller func(s Step, ev Event) (*Event, error)
@@ -205,7 +233,7 @@ func (r *Runtime) callSlot(sl *slot, s Step, ev Event) (*Event, error) {
 		sl.inst, sl.version = inst, v
 	}
 	out, err := sl.inst.call(ev)
-	if errors.Is(err, ErrTimeout) {
+	if errors.Is(err, ErrTimeout) || errors.Is(err, ErrMemory) {
 		// An interrupted plugin may have left its state half-updated, and
 		// whatever it allocated is freed with its runtime: start afresh.
 		sl.inst = nil

@@ -112,7 +112,11 @@ func TestDropAndAsyncAndDeterminism(t *testing.T) {
 		t.Fatalf("undefined: %+v", res)
 	}
 	a := r.Run(context.Background(), []Step{s}, sample("x")).Event
-	b := r.DryRun(context.Background(), []Step{s}, sample("x")).Event
+	dry, err := r.DryRun(context.Background(), []Step{s}, sample("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := dry.Event
 	if a == nil || b == nil || a.Properties["now"] != float64(time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC).UnixMilli()) ||
 		a.Properties["r"] != b.Properties["r"] || a.Set["plan"] != "pro" {
 		t.Fatalf("a %+v b %+v", a, b)
