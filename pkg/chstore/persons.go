@@ -115,6 +115,9 @@ func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, u
 			return list, total, err
 		}
 	}
+	if q.propertiesOnly() && q.Limit > 0 {
+		return s.listByProperties(ctx, q)
+	}
 	where, args := q.where()
 	var total uint64
 	if err := s.conn.QueryRow(ctx, "SELECT count() FROM persons FINAL WHERE "+where, args...).Scan(&total); err != nil {
