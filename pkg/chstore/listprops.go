@@ -55,27 +55,58 @@ func (s *Store) listByProperties(ctx context.Context, q ListQuery) ([]PersonReco
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: candidates: %w", err)
 	}
+	// The page as the candidates give it is read while they are verified:
+	// a candidate is stale only until ClickHouse merges the person's parts,
+	// so the guess is nearly always the page, and materialise tests the
+	// newest row of each of its persons anyway.
+	guess := pageIDs(sortedForList(slices.Clone(cands)), q)
+	type result struct {
+		list []PersonRecord
+		err  error
+	}
+	read := make(chan result, 1)
+	go func() {
+		list, err := s.materialiseWhere(ctx, q.ProjectID, guess, q.Properties)
+		read <- result{list, err}
+	}()
 	live, err := s.dropStale(ctx, q.ProjectID, q.Properties, cands)
+	page := <-read // always received: the goroutine ends before we return
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: verify: %w", err)
 	}
-	total := uint64(len(live))
-	slices.SortFunc(live, func(a, b propCandidate) int {
+	if page.err != nil {
+		return nil, 0, page.err
+	}
+	ids := pageIDs(sortedForList(live), q)
+	if slices.Equal(ids, guess) {
+		return page.list, uint64(len(live)), nil
+	}
+	list, err := s.materialiseWhere(ctx, q.ProjectID, ids, q.Properties)
+	return list, uint64(len(live)), err
+}
+
+// sortedForList sorts cands in the list's order: created_at DESC, id DESC.
+func sortedForList(cands []propCandidate) []propCandidate {
+	slices.SortFunc(cands, func(a, b propCandidate) int {
 		if c := b.createdAt.Compare(a.createdAt); c != 0 {
 			return c
 		}
 		return cmp.Compare(b.id, a.id)
 	})
-	from, to := min(q.Offset, len(live)), len(live)
+	return cands
+}
+
+// pageIDs returns the ids of q's page of the ordered candidates.
+func pageIDs(ordered []propCandidate, q ListQuery) []uint64 {
+	from, to := min(q.Offset, len(ordered)), len(ordered)
 	if q.Limit > 0 {
-		to = min(from+q.Limit, len(live))
+		to = min(from+q.Limit, len(ordered))
 	}
 	ids := make([]uint64, 0, to-from)
-	for _, c := range live[from:to] {
+	for _, c := range ordered[from:to] {
 		ids = append(ids, c.id)
 	}
-	list, err := s.materialiseWhere(ctx, q.ProjectID, ids, q.Properties)
-	return list, total, err
+	return ids
 }
 
 // propCandidates returns the newest live matching row of each person that
