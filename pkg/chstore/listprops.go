@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/ext"
@@ -38,8 +37,8 @@ import (
 // propCandidate is a live row matching the filter.
 type propCandidate struct {
 	id, version uint64
-	createdAt   time.Time
-	stale       bool // the person's newest row does not match
+	createdAt   uint32 // unix seconds, as created_at is stored
+	stale       bool   // the person's newest row does not match
 }
 
 // propertiesOnly reports whether q filters by properties and nothing else,
@@ -88,7 +87,7 @@ func (s *Store) listByProperties(ctx context.Context, q ListQuery) ([]PersonReco
 // sortedForList sorts cands in the list's order: created_at DESC, id DESC.
 func sortedForList(cands []propCandidate) []propCandidate {
 	slices.SortFunc(cands, func(a, b propCandidate) int {
-		if c := b.createdAt.Compare(a.createdAt); c != 0 {
+		if c := cmp.Compare(b.createdAt, a.createdAt); c != 0 {
 			return c
 		}
 		return cmp.Compare(b.id, a.id)
@@ -109,10 +108,13 @@ func pageIDs(ordered []propCandidate, q ListQuery) []uint64 {
 	return ids
 }
 
-// propCandidates returns the newest live matching row of each person that
-// has one, ordered by id.
+// propCandidates returns the newest matching row of each person that has
+// one and whose newest matching row is live, ordered by id.
 func (s *Store) propCandidates(ctx context.Context, projectID uint64, f propfilter.Clause) ([]propCandidate, error) {
-	rows, err := s.conn.Query(ctx, "SELECT id, version, created_at FROM persons PREWHERE project_id = ? AND is_deleted = 0 AND "+f.SQL,
+	// is_deleted is read for the matching rows only, not tested in
+	// PREWHERE for every row: a person's deletion is final, so a matching
+	// tombstone newer than its matching live rows ends it.
+	rows, err := s.conn.Query(ctx, "SELECT id, version, toUInt32(created_at), is_deleted FROM persons PREWHERE project_id = ? AND "+f.SQL,
 		append([]any{projectID}, f.Args...)...)
 	if err != nil {
 		return nil, err
@@ -121,9 +123,11 @@ func (s *Store) propCandidates(ctx context.Context, projectID uint64, f propfilt
 	var out []propCandidate
 	for rows.Next() {
 		var c propCandidate
-		if err := rows.Scan(&c.id, &c.version, &c.createdAt); err != nil {
+		var deleted uint8
+		if err := rows.Scan(&c.id, &c.version, &c.createdAt, &deleted); err != nil {
 			return nil, err
 		}
+		c.stale = deleted == 1
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
@@ -135,10 +139,10 @@ func (s *Store) propCandidates(ctx context.Context, projectID uint64, f propfilt
 		}
 		return cmp.Compare(a.version, b.version)
 	})
-	// Keep each id's newest matching row (the last of its run).
+	// Keep each id's newest matching row (the last of its run), if live.
 	kept := out[:0]
 	for i, c := range out {
-		if i+1 < len(out) && out[i+1].id == c.id {
+		if (i+1 < len(out) && out[i+1].id == c.id) || c.stale {
 			continue
 		}
 		kept = append(kept, c)
@@ -146,56 +150,118 @@ func (s *Store) propCandidates(ctx context.Context, projectID uint64, f propfilt
 	return kept, nil
 }
 
-// dropStale removes the candidates whose person's newest row does not
-// match (cands ordered by id, one per id). The rows that are not
-// candidates are read, with whether they match: a row written since the
-// candidates were read may match too, and then it is the person's state.
-func (s *Store) dropStale(ctx context.Context, projectID uint64, f propfilter.Clause, cands []propCandidate) ([]propCandidate, error) {
-	if len(cands) == 0 {
-		return nil, nil
+// idTable is an external table of ids (and versions, with versions): an
+// id list of a large project spliced into the SQL text would cost more to
+// parse than the scan it serves.
+func idTable(name string, cands []propCandidate, versions bool) (*ext.Table, error) {
+	cols := []func(*ext.Table) error{ext.Column("id", "UInt64")}
+	if versions {
+		cols = append(cols, ext.Column("version", "UInt64"))
 	}
-	// The candidates travel as an external table: an id list of a large
-	// project spliced into the SQL text would cost more to parse than the
-	// scan it serves.
-	tbl, err := ext.NewTable("cand", ext.Column("id", "UInt64"), ext.Column("version", "UInt64"))
+	tbl, err := ext.NewTable(name, cols...)
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range cands {
-		if err := tbl.Append(c.id, c.version); err != nil {
+		if versions {
+			err = tbl.Append(c.id, c.version)
+		} else {
+			err = tbl.Append(c.id)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
-	// Both tests in PREWHERE, on the narrow key and version: the filter's
-	// columns are read for the granules of the rows that come back only,
-	// few, as a person has several rows only until its parts are merged.
+	return tbl, nil
+}
+
+// dropStale removes the candidates whose person's newest row is deleted
+// or does not match (cands ordered by id, one per id). Every row of the
+// candidates' ids is read by key, narrow columns only (a version test in
+// ClickHouse costs more than sending the rows); the filter is tested again
+// only on the live rows newer than their candidate (a version that stopped
+// matching, not merged away yet, or a row written since the candidates
+// were read, which may match).
+func (s *Store) dropStale(ctx context.Context, projectID uint64, f propfilter.Clause, cands []propCandidate) ([]propCandidate, error) {
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	tbl, err := idTable("cand", cands, false)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.conn.Query(clickhouse.Context(ctx, clickhouse.WithExternalTable(tbl)),
-		`SELECT id, version, created_at, is_deleted = 0 AND `+f.SQL+` FROM persons
-		PREWHERE project_id = ? AND id IN (SELECT id FROM cand) AND (id, version) NOT IN (SELECT id, version FROM cand)`,
-		append(slices.Clone(f.Args), projectID)...)
+		`SELECT id, version, is_deleted FROM persons PREWHERE project_id = ? AND id IN (SELECT id FROM cand)`, projectID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	stale := false
+	at := func(id uint64) int {
+		i, _ := slices.BinarySearchFunc(cands, id, func(c propCandidate, id uint64) int { return cmp.Compare(c.id, id) })
+		return i
+	}
+	// newest[i] is the version of cands[i]'s newest row when it is newer
+	// than the candidate, and whether that row is deleted.
+	type row struct {
+		version uint64
+		deleted bool
+	}
+	newest := map[int]row{}
 	for rows.Next() {
-		var r propCandidate
-		var match uint8
-		if err := rows.Scan(&r.id, &r.version, &r.createdAt, &match); err != nil {
+		var id, version uint64
+		var deleted uint8
+		if err := rows.Scan(&id, &version, &deleted); err != nil {
 			return nil, err
 		}
-		i, ok := slices.BinarySearchFunc(cands, r.id, func(c propCandidate, id uint64) int { return cmp.Compare(c.id, id) })
-		if ok && r.version > cands[i].version {
-			r.stale = match == 0
-			stale = stale || r.stale
-			cands[i] = r
+		i := at(id)
+		if i == len(cands) || cands[i].id != id || version <= cands[i].version {
+			continue
+		}
+		if n, ok := newest[i]; !ok || version > n.version {
+			newest[i] = row{version, deleted == 1}
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if !stale {
-		return cands, nil
+	var newer []propCandidate
+	for i, n := range newest {
+		cands[i].stale = true // until the filter says otherwise
+		cands[i].version = n.version
+		if !n.deleted {
+			newer = append(newer, cands[i])
+		}
+	}
+	if len(newer) > 0 {
+		if err := s.matchNewer(ctx, projectID, f, cands, newer, at); err != nil {
+			return nil, err
+		}
 	}
 	return slices.DeleteFunc(cands, func(c propCandidate) bool { return c.stale }), nil
+}
+
+// matchNewer un-marks the candidates whose newest row (in newer, live)
+// matches the filter, and takes its created_at.
+func (s *Store) matchNewer(ctx context.Context, projectID uint64, f propfilter.Clause, cands, newer []propCandidate, at func(uint64) int) error {
+	tbl, err := idTable("newer", newer, true)
+	if err != nil {
+		return err
+	}
+	rows, err := s.conn.Query(clickhouse.Context(ctx, clickhouse.WithExternalTable(tbl)),
+		"SELECT id, toUInt32(created_at) FROM persons PREWHERE project_id = ? AND (id, version) IN (SELECT id, version FROM newer) WHERE "+f.SQL,
+		append([]any{projectID}, f.Args...)...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uint64
+		var created uint32
+		if err := rows.Scan(&id, &created); err != nil {
+			return err
+		}
+		c := &cands[at(id)]
+		c.stale, c.createdAt = false, created
+	}
+	return rows.Err()
 }
