@@ -17,14 +17,14 @@ import (
 // of the project in one thread, and grouping the project by id costs as
 // much; both cost several scans of the filter's columns. Instead:
 //
-//  1. candidates: the rows, of any version, that are live and match the
-//     filter, read with the filter in PREWHERE (the scan the baseline
-//     makes), returning (id, version, created_at) only;
-//  2. verification: the other rows of the candidates' ids (old versions,
-//     tombstones, versions that no longer match, rows written since step
-//     1), chosen by key and version. A candidate whose id has a newer row
-//     that is deleted or does not match is stale: the person is not
-//     listed.
+//  1. candidates: the rows, of any version, that match the filter, read
+//     with the filter in PREWHERE (the scan the baseline makes),
+//     returning (id, version, created_at, is_deleted) only; each person's
+//     newest matching row is kept, and dropped if it is a tombstone;
+//  2. verification: every row of the candidates' ids, narrow columns,
+//     read by key. A candidate whose id has a newer row is stale unless
+//     that row is live and matches (possible only for a row written since
+//     step 1); the filter is tested again on those few rows only.
 //
 // A person is listed exactly when its newest row is live and matches, and
 // such a row is always a candidate, so count is exact for any predicate on
