@@ -1,9 +1,15 @@
 package ingest
 
 import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/testenv"
 )
 
@@ -37,5 +43,71 @@ func TestNATSRestartLosesNoMessage(t *testing.T) {
 	}
 	if got := testenv.Snapshot(t, store); got != want {
 		t.Fatalf("state after a NATS restart differs from an uninterrupted run:\n%s", testenv.FirstDiff(got, want))
+	}
+}
+
+// markerStore records the range of every batch the ingester commits.
+type markerStore struct {
+	*chstore.Store
+	mu      sync.Mutex
+	batches [][2]uint64
+}
+
+func (s *markerStore) WriteBatch(ctx context.Context, events []chstore.EventRow, b fold.Batch, m chstore.BatchMarker) error {
+	err := s.Store.WriteBatch(ctx, events, b, m)
+	if err == nil {
+		s.mu.Lock()
+		s.batches = append(s.batches, [2]uint64{m.FirstSeq, m.LastSeq})
+		s.mu.Unlock()
+	}
+	return err
+}
+
+func (s *markerStore) ranges() [][2]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.batches)
+}
+
+// TestCaughtUpBatchIsFlushedAtOnce (G6): a batch closes when the stream
+// has nothing more for the consumer, not when BatchWait runs out. An API
+// write reaching an idle ingester is folded at once, and a backlog still
+// goes in one batch. BatchWait is an hour here, so every commit below
+// can only come from the caught-up rule (collect, pending.last): a batch
+// that waited for BatchWait would never be committed within the test.
+func TestCaughtUpBatchIsFlushedAtOnce(t *testing.T) {
+	n := testenv.StartNATS(t, "")
+	store := &markerStore{Store: testenv.ClickHouse(t)}
+	cfg := testConfig("idle")
+	cfg.BatchSize, cfg.BatchWait = DefaultConfig().BatchSize, time.Hour
+	cfg.ShutdownGrace = 50 * time.Millisecond
+
+	// A backlog waiting at start: one batch, closed at its last message
+	// (the first 49 arrive with messages pending behind them).
+	backlog := make([]string, 50)
+	for i := range backlog {
+		backlog[i] = fmt.Sprintf(`{"event":"$pageview","distinct_id":"d%d","$set":{"n":%d}}`, i%7, i)
+	}
+	publish(t, n.JS, 1, backlog)
+	cancel, done := startIngester(t, cfg, n.JS, store)
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	testenv.WaitCommitted(t, store.Store, cfg.Consumer, 50, 30*time.Second)
+
+	// Then lone writes to an idle ingester, as the API's PATCHes come:
+	// each is its own batch, committed without waiting for BatchWait.
+	for seq := uint64(51); seq <= 53; seq++ {
+		// A project of its own: publish derives the message id from
+		// the project and the index, and the stream drops repeats.
+		publish(t, n.JS, seq, []string{fmt.Sprintf(`{"event":"$set","distinct_id":"d1","$set":{"mark":%d}}`, seq)})
+		testenv.WaitCommitted(t, store.Store, cfg.Consumer, seq, 30*time.Second)
+	}
+	want := [][2]uint64{{1, 50}, {51, 51}, {52, 52}, {53, 53}}
+	if got := store.ranges(); !slices.Equal(got, want) {
+		t.Fatalf("batches committed %v, want %v", got, want)
 	}
 }
