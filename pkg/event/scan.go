@@ -205,17 +205,9 @@ func walkObject(b []byte, i, depth int, member func(key []byte, plain bool, v in
 		if i, ok = member(key, plain, skipSpace(b, i+1)); !ok {
 			return 0, false
 		}
-		i = skipSpace(b, i)
-		if i >= len(b) {
-			return 0, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case '}':
-			return i + 1, true
-		default:
-			return 0, false
+		var done bool
+		if i, done, ok = separator(b, i, '}'); !ok || done {
+			return i, ok
 		}
 	}
 }
@@ -235,19 +227,28 @@ func walkArray(b []byte, i, depth int, elem func(v int) (int, bool)) (int, bool)
 		if i, ok = elem(i); !ok {
 			return 0, false
 		}
-		i = skipSpace(b, i)
-		if i >= len(b) {
-			return 0, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case ']':
-			return i + 1, true
-		default:
-			return 0, false
+		var done bool
+		if i, done, ok = separator(b, i, ']'); !ok || done {
+			return i, ok
 		}
 	}
+}
+
+// separator reads what follows a member or an element at b[i:]: a comma
+// (next is the start of the following one) or the closing byte (done,
+// next is just past it). ok is false on anything else.
+func separator(b []byte, i int, closing byte) (next int, done, ok bool) {
+	i = skipSpace(b, i)
+	if i >= len(b) {
+		return 0, false, false
+	}
+	switch b[i] {
+	case ',':
+		return skipSpace(b, i+1), false, true
+	case closing:
+		return i + 1, true, true
+	}
+	return 0, false, false
 }
 
 // unquote returns the value of a validated string token (quotes included).
