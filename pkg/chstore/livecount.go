@@ -57,13 +57,10 @@ func newLiveCounts() *liveCounts {
 
 // countPlan is one batch's work: the projects to write and how.
 type countPlan struct {
-	from    uint64                  // the commit point c
-	base    map[uint64]projectCount // incremental: counts as of c
-	persons map[uint64][]fold.PersonRow
-	recount map[uint64]bool // counted from the store at l
-	// stored: base is the project's newest person_counts row (known from
-	// an earlier batch or read), so an unchanged count needs no new row.
-	stored   map[uint64]bool
+	from     uint64                  // the commit point c
+	base     map[uint64]projectCount // incremental: counts as of c
+	persons  map[uint64][]fold.PersonRow
+	recount  map[uint64]bool // counted from the store at l
 	rows     map[uint64]projectCount
 	newDirty map[uint64]uint64
 }
@@ -96,7 +93,7 @@ func (lc *liveCounts) begin(ctx context.Context, s *Store, c uint64, b fold.Batc
 	// consumer: the known counts hold as of c.
 	lc.committed = c
 	plan := &countPlan{from: c, base: map[uint64]projectCount{}, persons: map[uint64][]fold.PersonRow{},
-		recount: map[uint64]bool{}, stored: map[uint64]bool{}, rows: map[uint64]projectCount{}, newDirty: map[uint64]uint64{}}
+		recount: map[uint64]bool{}, rows: map[uint64]projectCount{}, newDirty: map[uint64]uint64{}}
 	for _, p := range b.Persons {
 		plan.persons[p.ProjectID] = append(plan.persons[p.ProjectID], p)
 	}
@@ -109,7 +106,7 @@ func (lc *liveCounts) begin(ctx context.Context, s *Store, c uint64, b fold.Batc
 			continue
 		}
 		if k, ok := lc.known[project]; ok {
-			plan.base[project], plan.stored[project] = k, true
+			plan.base[project] = k
 		} else {
 			unknown = append(unknown, project)
 		}
@@ -125,7 +122,7 @@ func (lc *liveCounts) begin(ctx context.Context, s *Store, c uint64, b fold.Batc
 		if k, ok := stored[project]; ok {
 			// No person row above c (not dirty), so no count row above c
 			// either: it is written after a batch's persons.
-			plan.base[project], plan.stored[project] = k, true
+			plan.base[project] = k
 			continue
 		}
 		// Never counted (persons folded before schema 0008, or none).
@@ -175,25 +172,14 @@ func (lc *liveCounts) finish(ctx context.Context, s *Store, plan *countPlan, l u
 			plan.newDirty[project] = dirty[project]
 		}
 	}
-	// A batch that only changes persons (a PATCH, $set on known ids)
-	// leaves the counts as its stored rows say: writing them again would
-	// cost an insert round trip on every API write (G6) for nothing, as a
-	// row is right at every sequence until the count changes.
-	var write []uint64
-	for project, k := range plan.rows {
-		if !plan.stored[project] || plan.recount[project] || !sameCount(k, plan.base[project]) {
-			write = append(write, project)
-		}
-	}
-	if len(write) == 0 {
+	if len(plan.rows) == 0 {
 		return nil
 	}
 	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO person_counts (project_id, live, newest, version)`)
 	if err != nil {
 		return err
 	}
-	for _, project := range write {
-		k := plan.rows[project]
+	for project, k := range plan.rows {
 		if err := batch.Append(project, k.live, k.newest.UTC(), l); err != nil {
 			batch.Abort()
 			return err
@@ -201,8 +187,6 @@ func (lc *liveCounts) finish(ctx context.Context, s *Store, plan *countPlan, l u
 	}
 	return batch.Send()
 }
-
-func sameCount(a, b projectCount) bool { return a.live == b.live && a.newest.Equal(b.newest) }
 
 // commit records the batch's counts once its marker is written.
 func (lc *liveCounts) commit(plan *countPlan, l uint64) {
