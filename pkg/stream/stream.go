@@ -92,6 +92,11 @@ type Config struct {
 	MaxBytes int64
 	// DeadLetterMaxAge bounds how long dead letters are kept.
 	DeadLetterMaxAge time.Duration
+	// Partitions splits the events stream's subjects by project
+	// (partition.go); 0 or 1: one partition, subjects stored as published.
+	// An existing stream without partitions gains the transform (an
+	// upgrade in place); one with another count is refused.
+	Partitions int
 	// Logger, when set, hears about subjects added to existing streams.
 	Logger *slog.Logger
 }
@@ -107,6 +112,8 @@ func (c Config) Validate() error {
 		return errors.New("stream max bytes must not be negative (0 means no limit)")
 	case c.DeadLetterMaxAge < 0:
 		return errors.New("dead-letter max age must not be negative")
+	case c.Partitions < 0 || c.Partitions > MaxPartitions:
+		return fmt.Errorf("partitions %d out of range 1..%d", c.Partitions, MaxPartitions)
 	}
 	return nil
 }
@@ -120,6 +127,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DeadLetterMaxAge == 0 {
 		c.DeadLetterMaxAge = 30 * 24 * time.Hour
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 1
 	}
 	return c
 }
@@ -138,6 +148,8 @@ func (c Config) Configs() (events, deadLetter jetstream.StreamConfig) {
 		Duplicates:  c.DuplicateWindow,
 		Discard:     jetstream.DiscardOld,
 		MaxBytes:    -1,
+		// Inserts the partition token (nil for one partition).
+		SubjectTransform: PartitionTransform(c.Partitions),
 	}
 	if c.MaxBytes > 0 {
 		events.MaxBytes = c.MaxBytes
@@ -164,7 +176,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 }
 
 // Upgrade adds the contract's subjects to the streams that exist and
-// creates none: for the API, which publishes commands but leaves creating
+// creates none (nor partitions them): for the API, which publishes commands but leaves creating
 // the streams (with the operator's settings) to the ingester. An API
 // started before the ingester after an upgrade can then publish commands
 // at once.
@@ -199,6 +211,15 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 		return err
 	}
 	have := s.CachedInfo().Config
+	if create && want.Name == Events {
+		if err := partition(ctx, js, have, want, log); err != nil {
+			return err
+		}
+		if s, err = js.Stream(ctx, want.Name); err != nil {
+			return err
+		}
+		have = s.CachedInfo().Config
+	}
 	var missing []string
 	for _, subj := range want.Subjects {
 		if !slices.Contains(have.Subjects, subj) {
@@ -214,6 +235,54 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	}
 	if log != nil {
 		log.Info("added subjects to an existing stream; its other settings are kept", "stream", want.Name, "subjects", missing)
+	}
+	return nil
+}
+
+// partition gives an existing events stream the partition transform
+// wanted: added to a stream without one (its messages stored so far keep
+// their subjects, which the partitions' consumers read too), refused for
+// a stream with another partition count.
+func partition(ctx context.Context, js jetstream.JetStream, have, want jetstream.StreamConfig, log *slog.Logger) error {
+	haveN, err := PartitionsOf(have)
+	if err != nil {
+		return err
+	}
+	wantN, _ := PartitionsOf(want)
+	switch {
+	case haveN == wantN:
+		return nil
+	case haveN != 1:
+		return fmt.Errorf("the stream is partitioned %d ways and this ingester is configured for %d: a partition count cannot change in place (docs/operations.md, \"More than one ingester\")", haveN, wantN)
+	}
+	have.SubjectTransform = want.SubjectTransform
+	if _, err := js.UpdateStream(ctx, have); err != nil {
+		return fmt.Errorf("partition the existing stream %d ways: %w", wantN, err)
+	}
+	if log != nil {
+		log.Info("partitioned the existing stream; messages stored before keep their subjects", "stream", want.Name, "partitions", wantN)
+	}
+	return nil
+}
+
+// CheckPartitions refuses a partition count that differs from the events
+// stream's, for the API and the deleter, which wait on the partitions'
+// watermarks and commits by name. A missing stream passes (the ingester
+// creates it with its own count).
+func CheckPartitions(ctx context.Context, js jetstream.JetStream, n int) error {
+	s, err := js.Stream(ctx, Events)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	have, err := PartitionsOf(s.CachedInfo().Config)
+	if err != nil {
+		return err
+	}
+	if have != max(n, 1) {
+		return fmt.Errorf("stream %s is partitioned %d ways, configured %d: give every binary the same partition count", Events, have, max(n, 1))
 	}
 	return nil
 }
