@@ -96,11 +96,13 @@ func startAPI(ctx context.Context, n *natsEnv, store *chstore.Store, cp *control
 	if err != nil {
 		return nil, err
 	}
-	watcher, err := progress.Watch(ctx, kv, consumer)
+	parts, err := progress.WatchPartitions(ctx, kv, consumer, 1)
 	if err != nil {
 		return nil, err
 	}
-	api.SetPersonWrites(httpapi.PersonWrites{JS: n.js, Progress: watcher, Activity: activity.New(store.Conn())})
+	// One partition: its watcher is the ingester's.
+	watcher := parts.Of(project)
+	api.SetPersonWrites(httpapi.PersonWrites{JS: n.js, Progress: parts, Activity: activity.New(store.Conn())})
 	// Actions, cohorts and the actor routes, as cmd/internal/apiserver
 	// wires them (G10 reads them).
 	actions, err := action.Open(ctx, n.js)

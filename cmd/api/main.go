@@ -33,13 +33,14 @@ func main() {
 
 // options are the settings of `api run`.
 type options struct {
-	common    appconfig.Common
-	plugins   plugin.Settings
-	server    httpapi.Settings
-	addr      string
-	publicURL string
-	writeWait time.Duration
-	consumer  string
+	common     appconfig.Common
+	plugins    plugin.Settings
+	server     httpapi.Settings
+	addr       string
+	publicURL  string
+	writeWait  time.Duration
+	consumer   string
+	partitions int
 }
 
 // parse reads flags, with environment variables as their defaults, and
@@ -53,6 +54,7 @@ func parse(args []string) (*options, error) {
 	o.server.Bind(fs, &o.common.Env)
 	o.plugins.Bind(fs)
 	fs.DurationVar(&o.writeWait, "write-wait", o.common.Env.Duration("API_WRITE_WAIT", 5*time.Second), "how long a person write waits to be visible before answering 202 (env API_WRITE_WAIT)")
+	fs.IntVar(&o.partitions, "partitions", o.common.Env.Int("INGEST_PARTITIONS", 1), "partitions of the events stream, as the ingesters are given; a write waits on its project's partition (env INGEST_PARTITIONS)")
 	fs.StringVar(&o.consumer, "ingester-consumer", appconfig.Env("INGESTER_CONSUMER", "ingester"), "the ingester whose progress writes wait on (env INGESTER_CONSUMER)")
 	writeWait := func() error {
 		if o.writeWait >= o.server.WriteTimeout {
@@ -102,7 +104,7 @@ func run(args []string) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, ready, stopAPI, err := apiserver.Build(ctx, apiserver.Deps{
 		Store: store, NC: nc, JS: js, Keys: keys, Log: log, Reg: reg,
-		Server: *server, Plugins: *plugins, PublicURL: o.publicURL, Consumer: o.consumer, WriteWait: o.writeWait,
+		Server: *server, Plugins: *plugins, PublicURL: o.publicURL, Consumer: o.consumer, Partitions: o.partitions, WriteWait: o.writeWait,
 	})
 	if err != nil {
 		return err

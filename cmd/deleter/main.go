@@ -43,6 +43,8 @@ func parse(name string, args []string, withServer bool) (*options, error) {
 	env := &o.common.Env
 	fs.IntVar(&o.cfg.BatchSize, "batch-size", env.Int("DELETER_BATCH_SIZE", o.cfg.BatchSize), "most persons per mutation (env DELETER_BATCH_SIZE)")
 	fs.DurationVar(&o.cfg.MutationTimeout, "mutation-timeout", env.Duration("DELETER_MUTATION_TIMEOUT", o.cfg.MutationTimeout), "longest wait for one mutation; its requests then fail for this run (env DELETER_MUTATION_TIMEOUT)")
+	fs.IntVar(&o.cfg.Partitions, "partitions", env.Int("INGEST_PARTITIONS", o.cfg.Partitions), "partitions of the events stream, as the ingesters are given: a request waits for its project's partition to commit it (env INGEST_PARTITIONS)")
+	fs.StringVar(&o.cfg.Consumer, "ingester-consumer", appconfig.Env("INGESTER_CONSUMER", o.cfg.Consumer), "the ingesters' consumer name (env INGESTER_CONSUMER)")
 	if withServer {
 		// os.LookupEnv, not appconfig.Env: an empty DELETER_SCHEDULE
 		// disables the schedule rather than meaning the default.

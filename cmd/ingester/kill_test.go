@@ -36,6 +36,8 @@ func TestSIGKILLMidStream(t *testing.T) {
 		"INGESTER_BATCH_SIZE=150",
 		"INGESTER_BATCH_WAIT=5ms",
 		"INGESTER_ACK_WAIT=5s",
+		// A killed ingester holds its lease until it expires (lease.go).
+		"INGESTER_LEASE_TTL=2s",
 		fmt.Sprintf("INGESTER_METRICS_ADDR=127.0.0.1:%d", metricsPort),
 	}
 	kills := 0

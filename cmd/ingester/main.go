@@ -36,8 +36,11 @@ func main() {
 
 // runOptions are the settings of `ingester run`.
 type runOptions struct {
-	common         appconfig.Common
+	common appconfig.Common
+	// cfg is every partition's configuration but cfg.Partition;
+	// partitions are the ones this process runs.
 	cfg            ingest.Config
+	partitions     []int
 	metricsAddr    string
 	memoryLimitMiB int
 }
@@ -59,6 +62,8 @@ func parseRun(args []string) (*runOptions, error) {
 	fs.IntVar(&o.memoryLimitMiB, "memory-limit-mib", env.Int("INGESTER_MEMORY_LIMIT_MIB", 1024), "Go soft memory limit in MiB unless GOMEMLIMIT is set; 0 for none (env INGESTER_MEMORY_LIMIT_MIB)")
 	bindStreams(fs, &o.cfg.Streams, env)
 	legacy := fs.Int("legacy-commands-until", env.Int("INGESTER_LEGACY_COMMANDS_UNTIL", 0), "honour commands found on events.<project> up to this stream sequence, for rebuilding from a log written before commands had their own subject; 0: none (env INGESTER_LEGACY_COMMANDS_UNTIL)")
+	fs.DurationVar(&o.cfg.LeaseTTL, "lease-ttl", env.Duration("INGESTER_LEASE_TTL", o.cfg.LeaseTTL), "how long a consumer's lease outlives a crashed ingester, when the lease bucket is created (env INGESTER_LEASE_TTL)")
+	run := fs.String("partition", appconfig.Env("INGESTER_PARTITION", "all"), "partitions of the stream this process folds, comma-separated (e.g. 0,2), or all (env INGESTER_PARTITION)")
 	fs.IntVar(&o.cfg.MaxPersonBytes, "max-person-bytes", env.Int("INGESTER_MAX_PERSON_BYTES", o.cfg.MaxPersonBytes), "most bytes of a person's properties (JSON); larger changes are refused with a warning; 0: no bound (env INGESTER_MAX_PERSON_BYTES)")
 	legacyValid := func() error {
 		if *legacy < 0 {
@@ -67,7 +72,11 @@ func parseRun(args []string) (*runOptions, error) {
 		o.cfg.LegacyCommandsUntil = uint64(*legacy)
 		return nil
 	}
-	if err := appconfig.Parse(fs, args, o.common.Validate, legacyValid, o.cfg.Validate); err != nil {
+	partitionsValid := func() (err error) {
+		o.partitions, err = parsePartitions(*run, max(o.cfg.Streams.Partitions, 1))
+		return err
+	}
+	if err := appconfig.Parse(fs, args, o.common.Validate, legacyValid, partitionsValid, o.cfg.Validate); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -96,7 +105,7 @@ func run(args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	ing, err := ingest.New(o.cfg, js, store, log, reg)
+	ings, err := newIngesters(o, js, store, log, reg)
 	if err != nil {
 		return err
 	}
@@ -112,7 +121,7 @@ func run(args []string) error {
 		return err
 	}
 	log.Info("ingester starting", "nats", redacted(o.common.NATSURL), "clickhouse", o.common.ClickHouseAddr, "database", o.common.ClickHouseDatabase, "metrics", o.metricsAddr)
-	runErr := ing.Run(ctx)
+	runErr := runAll(ctx, ings)
 	stopOps()
 	return runErr
 }
@@ -183,6 +192,8 @@ func publish(args []string) error {
 	defer nc.Close()
 	ctx, stop := appconfig.SignalContext()
 	defer stop()
+	// A publisher binds the stream as it is: the ingesters partition it.
+	streams.Partitions = 0
 	if err := stream.Ensure(ctx, js, streams); err != nil {
 		return err
 	}
@@ -198,6 +209,7 @@ func bindStreams(fs *flag.FlagSet, c *stream.Config, env *appconfig.EnvReader) {
 	fs.IntVar(&c.Replicas, "stream-replicas", env.Int("INGESTER_STREAM_REPLICAS", 1), "replicas of the streams and the progress bucket, when created (env INGESTER_STREAM_REPLICAS)")
 	fs.DurationVar(&c.DuplicateWindow, "stream-duplicate-window", env.Duration("INGESTER_STREAM_DUPLICATE_WINDOW", 10*time.Minute), "Nats-Msg-Id dedupe window of the events stream, when created (env INGESTER_STREAM_DUPLICATE_WINDOW)")
 	fs.Int64Var(&c.MaxBytes, "stream-max-bytes", int64(env.Int("INGESTER_STREAM_MAX_BYTES", 0)), "byte limit of the events stream, when created; a full stream refuses publishes; 0: no limit (env INGESTER_STREAM_MAX_BYTES)")
+	fs.IntVar(&c.Partitions, "partitions", env.Int("INGEST_PARTITIONS", 1), "partitions of the events stream by project, one consumer each; every ingester, api and deleter must be given the same (env INGEST_PARTITIONS)")
 	fs.DurationVar(&c.DeadLetterMaxAge, "dlq-max-age", env.Duration("INGESTER_DLQ_MAX_AGE", 30*24*time.Hour), "how long dead letters are kept, when the dead-letter stream is created (env INGESTER_DLQ_MAX_AGE)")
 }
 

@@ -27,9 +27,10 @@ type Log interface {
 	// Record publishes the commands of a project, in order, on its command
 	// subject, and returns the last one's stream sequence.
 	Record(ctx context.Context, projectID uint64, cmds []Command) (uint64, error)
-	// Await returns once the ingester has folded seq; ErrPending when it
+	// Await returns once the ingester of the project's partition has
+	// folded seq; ErrPending when it
 	// has not within the writes' wait.
-	Await(ctx context.Context, seq uint64) error
+	Await(ctx context.Context, projectID, seq uint64) error
 }
 
 // ErrPending: the change is in the event log and will be applied, but the
@@ -87,7 +88,7 @@ func record(ctx context.Context, log Log, projectID uint64, cmds []Command) erro
 	if err != nil {
 		return err
 	}
-	return log.Await(ctx, seq)
+	return log.Await(ctx, projectID, seq)
 }
 
 // staticCohort returns a live static cohort.

@@ -110,7 +110,7 @@ func (s *Service) Create(ctx context.Context, log Log, projectID uint64, in Inpu
 	}
 	var waited error
 	if seq > 0 {
-		waited = log.Await(ctx, seq)
+		waited = log.Await(ctx, projectID, seq)
 	}
 	return s.afterRecord(ctx, projectID, c, waited)
 }

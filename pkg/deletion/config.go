@@ -25,6 +25,11 @@ type Config struct {
 	MutationTimeout time.Duration
 	// PendingRefresh is how often Schedule refreshes the pending gauge.
 	PendingRefresh time.Duration
+	// Consumer and Partitions name the ingesters' consumers
+	// (stream.ConsumerName): with several partitions a request waits for
+	// its project's partition to commit it (partitions.go).
+	Consumer   string
+	Partitions int
 }
 
 // DefaultConfig returns the production defaults.
@@ -34,6 +39,8 @@ func DefaultConfig() Config {
 		BatchSize:       20000,
 		MutationTimeout: time.Hour,
 		PendingRefresh:  time.Minute,
+		Consumer:        "ingester",
+		Partitions:      1,
 	}
 }
 

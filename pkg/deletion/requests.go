@@ -68,16 +68,6 @@ func (r *Runner) countOpen(ctx context.Context) (uint64, error) {
 	return n, err
 }
 
-// committedSeq is the last stream sequence the ingester committed. A
-// request above it comes from a batch the ingester has not committed: the
-// ingester may still write that batch's events again (it retries a batch
-// from its first insert), so such a request waits for a later run.
-func (r *Runner) committedSeq(ctx context.Context) (uint64, error) {
-	var seq uint64
-	err := r.conn.QueryRow(ctx, "SELECT max(last_seq) FROM ingest_batches").Scan(&seq)
-	return seq, err
-}
-
 // write inserts new versions of requests. Each must carry a version above
 // the one it replaces (see bump).
 func (r *Runner) write(ctx context.Context, reqs []Request) error {

@@ -116,13 +116,13 @@ func (r *Runner) run(ctx context.Context) (Summary, error) {
 	if len(open) == 0 {
 		return sum, nil
 	}
-	committed, err := r.committedSeq(ctx)
+	committed, err := r.committed(ctx)
 	if err != nil {
 		return sum, fmt.Errorf("read the ingester's last commit: %w", err)
 	}
 	var take []Request
 	for _, q := range open {
-		if q.RequestSeq <= committed {
+		if q.RequestSeq <= committed(q.ProjectID) {
 			take = append(take, q)
 		} else {
 			sum.Waiting++

@@ -31,8 +31,8 @@ func (l cohortLog) Record(ctx context.Context, projectID uint64, cmds []cohort.C
 	return l.a.publishAs(ctx, projectID, changes...)
 }
 
-func (l cohortLog) Await(ctx context.Context, seq uint64) error {
-	err := l.a.writes.Progress.Wait(ctx, seq, l.a.writes.Wait)
+func (l cohortLog) Await(ctx context.Context, projectID, seq uint64) error {
+	err := l.a.writes.Progress.Wait(ctx, projectID, seq, l.a.writes.Wait)
 	if errors.Is(err, progress.ErrTimeout) {
 		return cohort.ErrPending
 	}

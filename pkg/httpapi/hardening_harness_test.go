@@ -56,7 +56,7 @@ func newFullAPIServer(t *testing.T, cfg Config, capCfg capture.Config, settings 
 	if err != nil {
 		t.Fatal(err)
 	}
-	watcher, err := progress.Watch(ctx, kv, ingest.DefaultConfig().Consumer)
+	watcher, err := progress.WatchPartitions(ctx, kv, ingest.DefaultConfig().Consumer, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

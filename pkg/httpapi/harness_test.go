@@ -91,7 +91,7 @@ func newEnvWait(t *testing.T, wait time.Duration) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watcher, err := progress.Watch(ctx, kv, ingest.DefaultConfig().Consumer)
+	watcher, err := progress.WatchPartitions(ctx, kv, ingest.DefaultConfig().Consumer, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

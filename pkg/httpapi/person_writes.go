@@ -26,8 +26,9 @@ import (
 // publish change events to, the ingester's watermark they wait on, and the
 // activity log.
 type PersonWrites struct {
-	JS       jetstream.JetStream
-	Progress *progress.Watcher
+	JS jetstream.JetStream
+	// Progress: the watermark of each partition of the stream.
+	Progress *progress.Partitions
 	Activity *activity.Log
 	// Deletions, when set, serves persons/deletion_status/.
 	Deletions *deletion.Queue
@@ -109,13 +110,14 @@ func (a *API) publishAs(rctx context.Context, projectID uint64, changes ...chang
 var errPending = &Error{Status: http.StatusAccepted, Type: "pending", Code: "not_yet_visible",
 	Detail: "The change is recorded in the event log and will be applied when the ingester catches up; reads do not show it yet."}
 
-// waitFolded waits until the ingester has committed seq.
-func (a *API) waitFolded(r *http.Request, seq uint64) error {
-	return a.awaitFolded(r.Context(), seq)
+// waitFolded waits until the ingester of the project's partition has
+// committed seq.
+func (a *API) waitFolded(r *http.Request, projectID, seq uint64) error {
+	return a.awaitFolded(r.Context(), projectID, seq)
 }
 
-func (a *API) awaitFolded(ctx context.Context, seq uint64) error {
-	err := a.writes.Progress.Wait(ctx, seq, a.writes.Wait)
+func (a *API) awaitFolded(ctx context.Context, projectID, seq uint64) error {
+	err := a.writes.Progress.Wait(ctx, projectID, seq, a.writes.Wait)
 	if errors.Is(err, progress.ErrTimeout) {
 		return errPending
 	}
@@ -129,7 +131,7 @@ func (a *API) writePerson(w http.ResponseWriter, r *http.Request, projectID, per
 	if err != nil {
 		return err
 	}
-	if err := a.waitFolded(r, seq); err != nil {
+	if err := a.waitFolded(r, projectID, seq); err != nil {
 		return err
 	}
 	p, err := a.store.GetPerson(r.Context(), projectID, personID)
@@ -315,7 +317,7 @@ func (a *API) splitPersonHandler(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		if err := a.waitFolded(r, seq); err != nil {
+		if err := a.waitFolded(r, projectID, seq); err != nil {
 			return err
 		}
 	}

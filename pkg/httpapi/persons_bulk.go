@@ -74,7 +74,7 @@ func (a *API) bulkDelete(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		if err := a.waitFolded(r, seq); err != nil {
+		if err := a.waitFolded(r, proj.ID, seq); err != nil {
 			return err
 		}
 	}
@@ -260,7 +260,7 @@ func (a *API) applyCommand(w http.ResponseWriter, r *http.Request, projectID uin
 	if err != nil {
 		return err
 	}
-	if err := a.waitFolded(r, seq); err != nil {
+	if err := a.waitFolded(r, projectID, seq); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -392,7 +392,7 @@ func (a *API) resetDistinctID(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := a.waitFolded(r, seq); err != nil {
+	if err := a.waitFolded(r, proj.ID, seq); err != nil {
 		return err
 	}
 	res := resetResult{Success: true}

@@ -21,7 +21,7 @@ import (
 type gapError struct{ want, got uint64 }
 
 func (e *gapError) Error() string {
-	return fmt.Sprintf("consumer delivered seq %d, expected %d", e.got, e.want)
+	return fmt.Sprintf("consumer delivered delivery seq %d, expected %d", e.got, e.want)
 }
 
 // subscribe (re)creates the consumer from the last commit and starts
@@ -37,7 +37,7 @@ func (i *Ingester) subscribe(ctx context.Context) (jetstream.MessagesContext, er
 	}
 	// The first message of a new consumer is the first the stream holds
 	// for it from the start sequence, whatever its sequence.
-	i.next = 0
+	i.next, i.nextDelivery = 0, 0
 	return iter, nil
 }
 
@@ -81,8 +81,9 @@ func (i *Ingester) consumer(ctx context.Context) (jetstream.Consumer, error) {
 		// The client's pull buffer (PullMaxMessages) bounds what is in
 		// flight beyond the batch in hand.
 		MaxAckPending: -1,
-		// Events and commands: one stream, one order.
-		FilterSubjects: stream.EventsSubjects,
+		// Events and commands: one stream, one order; of this
+		// partition only (stream.PartitionFilter).
+		FilterSubjects: stream.PartitionFilter(i.cfg.Partition, i.cfg.Streams.Partitions),
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
 	if i.folder.Committed > 0 {
@@ -100,13 +101,14 @@ func (i *Ingester) consumer(ctx context.Context) (jetstream.Consumer, error) {
 // the first one, and not at all once the stream has nothing more.
 //
 // It keeps the stream's order without holes: a message must have the
-// stream sequence after the previous one's. A copy of a message already
-// in hand (a redelivery) is dropped; a message past a hole ends the batch
+// consumer (delivery) sequence after the previous one's, the server
+// counting every delivery, redeliveries included. Stream sequences have
+// holes of their own once the consumer reads one partition of the stream
+// (the other partitions' messages), so they only order: a copy of a
+// message already in hand (a redelivery, an older stream sequence) is
+// dropped; a message past a hole in the delivery sequence ends the batch
 // with a gapError, and is left unacknowledged for the new consumer to
-// deliver again. The subjects of the events stream are exactly the
-// consumer's filter, so consecutive messages have consecutive sequences;
-// were the stream given other subjects, each hole would only cost a
-// consumer recreation (its first message is taken as it comes).
+// deliver again.
 //
 // A batch is extended (batch given) beyond BatchSize until it holds the
 // message of sequence through: those messages are in the stream, as a
@@ -159,11 +161,15 @@ func (i *Ingester) collect(ctx context.Context, iter jetstream.MessagesContext, 
 		}
 		p := i.decode(msg)
 		if p.seq != 0 {
+			gap := i.nextDelivery != 0 && p.delivery > i.nextDelivery
+			if !gap {
+				i.nextDelivery = p.delivery + 1
+			}
 			switch {
+			case gap:
+				return batch, &gapError{want: i.nextDelivery, got: p.delivery}
 			case i.next != 0 && p.seq < i.next:
 				continue
-			case i.next != 0 && p.seq > i.next:
-				return batch, &gapError{want: i.next, got: p.seq}
 			}
 			i.next = p.seq + 1
 		}

@@ -33,8 +33,15 @@ import (
 // Config tunes the ingester.
 type Config struct {
 	// Consumer is the durable consumer name; also the key of the commit
-	// markers in ClickHouse.
+	// markers in ClickHouse. With several partitions it is the base of
+	// each partition's name (stream.ConsumerName).
 	Consumer string
+	// Partition is the partition of the events stream this ingester
+	// folds, 0..Streams.Partitions-1 (partition.go).
+	Partition int
+	// LeaseTTL is how long the consumer's lease outlives its holder
+	// (lease.go): a successor waits at most this long after a crash.
+	LeaseTTL time.Duration
 	// BatchSize is the most messages folded and written at once.
 	BatchSize int
 	// BatchWait is the longest a message waits for its batch to fill.
@@ -79,6 +86,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max person bytes %d is negative", c.MaxPersonBytes)
 	case c.ShutdownGrace <= 0:
 		return errors.New("shutdown grace must be positive")
+	case c.LeaseTTL < time.Second:
+		return errors.New("lease TTL must be at least 1s")
+	}
+	if err := stream.ValidatePartition(c.Partition, max(c.Streams.Partitions, 1)); err != nil {
+		return err
 	}
 	return c.Streams.Validate()
 }
@@ -86,7 +98,7 @@ func (c Config) Validate() error {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{Consumer: "ingester", BatchSize: 20000, BatchWait: 200 * time.Millisecond, MaxCachedPersons: 500_000, AckWait: 2 * time.Minute,
-		MaxPersonBytes: fold.DefaultMaxPersonBytes, ShutdownGrace: 10 * time.Second}
+		MaxPersonBytes: fold.DefaultMaxPersonBytes, ShutdownGrace: 10 * time.Second, LeaseTTL: 10 * time.Second}
 }
 
 // Store is what the ingester needs from ClickHouse.
@@ -111,9 +123,15 @@ type Ingester struct {
 	metrics  *metrics
 	folder   *fold.Folder
 	intents  intents
+	// inherit: the consumer whose commit a partition starts from when it
+	// has none of its own (partition.go); lease: this consumer's.
+	inherit string
+	lease   *lease
 	// next is the stream sequence the consumer must deliver next (see
 	// collect); 0 right after the consumer was (re)created.
 	next uint64
+	// nextDelivery is the consumer sequence it must deliver next.
+	nextDelivery uint64
 	// slab hands out pendings (newPending): one allocation per
 	// slabSize messages instead of one each.
 	slab []pending
@@ -132,7 +150,13 @@ func New(cfg Config, js jetstream.JetStream, store Store, logger *slog.Logger, r
 	f := fold.New(store)
 	f.MaxCached = cfg.MaxCachedPersons
 	f.MaxPersonBytes = cfg.MaxPersonBytes
-	return &Ingester{cfg: cfg, js: js, store: store, log: logger, metrics: newMetrics(reg), folder: f}, nil
+	base := cfg.Consumer
+	cfg.Consumer = stream.ConsumerName(base, cfg.Partition, cfg.Streams.Partitions)
+	i := &Ingester{cfg: cfg, js: js, store: store, log: logger, metrics: newMetrics(reg), folder: f}
+	if cfg.Consumer != base {
+		i.inherit = base
+	}
+	return i, nil
 }
 
 // ForgedCommand starts the dead-letter reason of a message that uses a
@@ -142,10 +166,15 @@ const ForgedCommand = "forged command"
 
 // pending is one message of the batch being built.
 type pending struct {
-	msg  jetstream.Msg
-	seq  uint64
-	in   fold.Input
-	skip bool // already committed: acknowledge only
+	msg jetstream.Msg
+	seq uint64
+	// delivery: the consumer sequence (gap check, collect).
+	delivery uint64
+	in       fold.Input
+	skip     bool // already committed: acknowledge only
+	// foreign: of another partition (stored before the stream was
+	// partitioned): acknowledge only, on every attempt.
+	foreign bool
 	// last: the stream had nothing more for the consumer when this was
 	// delivered, so the batch need not wait to fill.
 	last bool
@@ -161,8 +190,13 @@ type pending struct {
 // Run consumes until ctx is cancelled. On cancellation it stops pulling,
 // flushes the batch in hand, acknowledges it and returns nil.
 func (i *Ingester) Run(ctx context.Context) error {
+	ctx, lost := context.WithCancelCause(ctx)
+	defer lost(nil)
 	streams := i.cfg.Streams
 	streams.Logger = i.log
+	// Always checked: an ingester folding all of a partitioned stream
+	// would write beside the partitions' ingesters.
+	streams.Partitions = max(streams.Partitions, 1)
 	err := stream.Ensure(ctx, i.js, streams)
 	if err != nil {
 		return err
@@ -170,6 +204,11 @@ func (i *Ingester) Run(ctx context.Context) error {
 	if i.progress, err = progress.OpenReplicated(ctx, i.js, streams.Replicas); err != nil {
 		return err
 	}
+	// Nothing of the consumer or ClickHouse is touched before the lease.
+	if i.lease, err = acquireLease(ctx, i.js, i.cfg.Consumer, i.cfg.LeaseTTL, streams.Replicas, i.log, lost); err != nil {
+		return stopped(ctx, err)
+	}
+	defer i.lease.release()
 	if err := i.recover(ctx); err != nil {
 		return err
 	}
@@ -205,7 +244,7 @@ func (i *Ingester) Run(ctx context.Context) error {
 			// The batch before the gap is committed; the messages from
 			// the gap on come again, in order, from a new consumer.
 			i.metrics.gaps.Inc()
-			i.log.Warn("messages lost in delivery; consumer recreated from the last commit", "expected_seq", gap.want, "delivered_seq", gap.got, "committed_seq", i.folder.Committed)
+			i.log.Warn("messages lost in delivery; consumer recreated from the last commit", "expected_delivery", gap.want, "delivered", gap.got, "committed_seq", i.folder.Committed)
 			iter.Stop()
 			if iter, err = i.resubscribe(ctx); err == nil {
 				continue
@@ -214,9 +253,8 @@ func (i *Ingester) Run(ctx context.Context) error {
 		if err != nil {
 			if ctx.Err() != nil {
 				i.log.Info("ingester stopped", "committed_seq", i.folder.Committed)
-				return nil
 			}
-			return err
+			return stopped(ctx, err)
 		}
 	}
 }
@@ -229,6 +267,9 @@ func (i *Ingester) recover(ctx context.Context) error {
 		seq, err := i.store.LastCommitted(ctx, i.cfg.Consumer)
 		if err == nil {
 			err = i.readIntents(ctx)
+		}
+		if err == nil && seq == 0 {
+			seq, err = i.inherited(ctx)
 		}
 		if err == nil {
 			i.folder.Reset()
@@ -262,7 +303,7 @@ func (i *Ingester) processUntilDone(ctx context.Context, batch []*pending) error
 		err := i.process(fctx, batch)
 		cancel()
 		var ext *extendError
-		if err == nil || errors.As(err, &ext) {
+		if err == nil || errors.As(err, &ext) || errors.Is(err, errLeaseLost) {
 			return err
 		}
 		i.metrics.failures.Inc()
@@ -288,7 +329,7 @@ func (i *Ingester) processUntilDone(ctx context.Context, batch []*pending) error
 			return fmt.Errorf("shutting down with an uncommitted batch (not acknowledged): %w", err)
 		}
 		for _, p := range batch {
-			p.skip = p.seq <= i.folder.Committed
+			p.skip = p.foreign || p.seq <= i.folder.Committed
 			p.in.Redelivered = true
 		}
 	}
@@ -308,14 +349,20 @@ func (i *Ingester) decode(msg jetstream.Msg) *pending {
 		p.dead = "no JetStream metadata: " + err.Error()
 		return p
 	}
-	p.seq = meta.Sequence.Stream
+	p.seq, p.delivery = meta.Sequence.Stream, meta.Sequence.Consumer
 	p.last = meta.NumPending == 0
 	i.metrics.lag.Set(float64(meta.NumPending))
 	if p.seq <= i.folder.Committed {
 		p.skip = true
 		return p
 	}
-	project, command, err := stream.ParseSubject(msg.Subject())
+	mine, project, command, err := stream.Route(msg.Subject(), i.cfg.Partition, i.cfg.Streams.Partitions)
+	if !mine {
+		// Stored before the stream was partitioned, for another
+		// partition: acknowledged with the batch, folded there.
+		p.skip, p.foreign = true, true
+		return p
+	}
 	if err != nil {
 		p.dead = err.Error()
 		return p
@@ -414,6 +461,14 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 		return err
 	}
 	if len(inputs) > 0 {
+		// Written only under the lease, and only for as long as it
+		// surely holds (lease.go).
+		wctx, release, err := i.lease.fence(ctx)
+		if err != nil {
+			return err
+		}
+		defer release()
+		ctx := wctx
 		wstart := time.Now()
 		marker := chstore.BatchMarker{Consumer: i.cfg.Consumer, FirstSeq: inputs[0].Seq, LastSeq: last, Events: len(events)}
 		write, err := i.unwritten(ctx, events)
@@ -453,10 +508,7 @@ func (i *Ingester) deadLetter(ctx context.Context, batch []*pending) error {
 		if p.dead == "" {
 			continue
 		}
-		msg := nats.NewMsg(stream.DeadLetterPrefix + p.msg.Subject())
-		if _, err := stream.ProjectOf(p.msg.Subject()); err != nil {
-			msg.Subject = stream.DeadLetterPrefix + stream.EventsPrefix + "invalid"
-		}
+		msg := nats.NewMsg(stream.DeadLetterSubject(p.msg.Subject()))
 		msg.Data = p.msg.Data()
 		msg.Header.Set(stream.HeaderReason, p.dead)
 		msg.Header.Set(stream.HeaderSubject, p.msg.Subject())

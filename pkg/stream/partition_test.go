@@ -120,8 +120,12 @@ func TestPartitionUpgradeInPlace(t *testing.T) {
 	if err := stream.Ensure(ctx, n.JS, stream.Config{Partitions: 4}); err == nil {
 		t.Fatal("a stream partitioned 3 ways accepted 4")
 	}
-	if err := stream.Ensure(ctx, n.JS, stream.Config{}); err == nil {
+	if err := stream.Ensure(ctx, n.JS, stream.Config{Partitions: 1}); err == nil {
 		t.Fatal("a stream partitioned 3 ways accepted one partition")
+	}
+	// A publisher (no count) binds it as it is.
+	if err := stream.Ensure(ctx, n.JS, stream.Config{}); err != nil {
+		t.Fatal(err)
 	}
 }
 

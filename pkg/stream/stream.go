@@ -93,9 +93,10 @@ type Config struct {
 	// DeadLetterMaxAge bounds how long dead letters are kept.
 	DeadLetterMaxAge time.Duration
 	// Partitions splits the events stream's subjects by project
-	// (partition.go); 0 or 1: one partition, subjects stored as published.
-	// An existing stream without partitions gains the transform (an
-	// upgrade in place); one with another count is refused.
+	// (partition.go). 0: the stream as it is (one partition when
+	// created), for publishers. 1 or more (ingesters): an existing stream
+	// without partitions gains the transform (an upgrade in place); one
+	// with another count is refused.
 	Partitions int
 	// Logger, when set, hears about subjects added to existing streams.
 	Logger *slog.Logger
@@ -119,6 +120,7 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
+	c.Partitions = max(c.Partitions, 1)
 	if c.Replicas == 0 {
 		c.Replicas = 1
 	}
@@ -127,9 +129,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DeadLetterMaxAge == 0 {
 		c.DeadLetterMaxAge = 30 * 24 * time.Hour
-	}
-	if c.Partitions == 0 {
-		c.Partitions = 1
 	}
 	return c
 }
@@ -187,14 +186,15 @@ func Upgrade(ctx context.Context, js jetstream.JetStream, log *slog.Logger) erro
 func bind(ctx context.Context, js jetstream.JetStream, cfg Config, create bool) error {
 	events, deadLetter := cfg.Configs()
 	for _, want := range []jetstream.StreamConfig{events, deadLetter} {
-		if err := ensureStream(ctx, js, want, cfg.Logger, create); err != nil {
+		if err := ensureStream(ctx, js, want, cfg, create); err != nil {
 			return fmt.Errorf("stream %s: %w", want.Name, err)
 		}
 	}
 	return nil
 }
 
-func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, log *slog.Logger, create bool) error {
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, cfg Config, create bool) error {
+	log := cfg.Logger
 	s, err := js.Stream(ctx, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && !create {
 		return nil
@@ -211,7 +211,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 		return err
 	}
 	have := s.CachedInfo().Config
-	if create && want.Name == Events {
+	if create && want.Name == Events && cfg.Partitions > 0 {
 		if err := partition(ctx, js, have, want, log); err != nil {
 			return err
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/personhub/personhub/pkg/insight"
 	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/progress"
+	"github.com/personhub/personhub/pkg/stream"
 )
 
 // Deps are what the API is built from; the caller owns and closes them.
@@ -41,10 +42,13 @@ type Deps struct {
 	Plugins plugin.Settings
 	// PublicURL, when set, is the base of absolute URLs in responses.
 	PublicURL string
-	// Consumer is the ingester whose progress person writes wait on;
-	// WriteWait how long they wait before answering 202 (0: default).
-	Consumer  string
-	WriteWait time.Duration
+	// Consumer is the ingester whose progress person writes wait on
+	// (the base name, with Partitions partitions: each write waits on
+	// its project's); WriteWait how long they wait before answering 202
+	// (0: default).
+	Consumer   string
+	Partitions int
+	WriteWait  time.Duration
 }
 
 // Build returns the API and its readiness check; stop releases what Build
@@ -59,7 +63,10 @@ func Build(ctx context.Context, d Deps) (api *httpapi.API, ready func(context.Co
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	watcher, err := progress.Watch(ctx, kv, d.Consumer)
+	if err := stream.CheckPartitions(ctx, d.JS, d.Partitions); err != nil {
+		return nil, nil, nil, err
+	}
+	watcher, err := progress.WatchPartitions(ctx, kv, d.Consumer, d.Partitions)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -1,0 +1,201 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// One running ingester per consumer (partition). Each start deletes and
+// recreates its durable consumer from the last commit (delivery.go), so a
+// second ingester started on the same partition by mistake would pull the
+// consumer from under the first, and both would write the partition's
+// batches. The lease keeps it out: a key per consumer in the KV bucket
+// ingest_leases, whose entries expire LeaseTTL after their last write.
+//
+//   - A start creates the key (a create fails while it exists) and waits,
+//     logging the holder, until it can: a second ingester is a standby
+//     that takes over when the first stops (a stop deletes the key) or dies
+//     (the key expires). It touches neither the consumer nor ClickHouse
+//     before.
+//   - The holder renews the key every LeaseTTL/5 with the revision it last
+//     wrote. A renewal that finds another revision means the key expired
+//     and someone else holds it: the ingester stops at once, without
+//     writing (errLeaseLost).
+//   - The fence: a batch is written only while the last successful renewal
+//     started less than LeaseTTL/2 ago, and its writes get that moment as
+//     their deadline. The key expires no earlier than LeaseTTL after that
+//     renewal started, so a holder cut off from NATS has stopped writing
+//     (its inserts cancelled) half a TTL before anyone else can hold the
+//     lease. While the fence is closed writes fail and are retried; a
+//     renewal that succeeds with the old revision proves nobody held the
+//     key meanwhile, and opens it again.
+
+// LeaseBucket is the KV bucket of the ingesters' leases.
+const LeaseBucket = "ingest_leases"
+
+// errLeaseLost: another ingester holds this consumer's lease now.
+var errLeaseLost = errors.New("another ingester took over this consumer's lease (it expired while this one could not renew it); stopping without writing")
+
+// errLeaseLapsed: the lease could not be renewed lately; writes wait.
+var errLeaseLapsed = errors.New("lease not renewed within half its TTL (NATS unreachable?); not writing until it is")
+
+type lease struct {
+	kv  jetstream.KeyValue
+	key string
+	ttl time.Duration
+	val []byte
+	log *slog.Logger
+
+	mu      sync.Mutex
+	rev     uint64
+	renewed time.Time // start of the last successful write of the key
+	lost    bool
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// holder is the value of a lease key: who holds it, for the log of the
+// ingester waiting for it.
+type holder struct {
+	Host    string    `json:"host"`
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started"`
+}
+
+// openLeases binds the bucket, creating it when missing.
+func openLeases(ctx context.Context, js jetstream.JetStream, ttl time.Duration, replicas int) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, LeaseBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: LeaseBucket, Description: "which ingester runs each consumer; entries expire unless renewed",
+			History: 1, TTL: ttl, Storage: jetstream.FileStorage, Replicas: max(replicas, 1),
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, LeaseBucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kv %s: %w", LeaseBucket, err)
+	}
+	return kv, nil
+}
+
+// acquireLease waits until the consumer's lease is free and takes it.
+// cancel is called with errLeaseLost when the lease is lost later.
+func acquireLease(ctx context.Context, js jetstream.JetStream, key string, ttl time.Duration, replicas int, log *slog.Logger, cancel context.CancelCauseFunc) (*lease, error) {
+	kv, err := openLeases(ctx, js, ttl, replicas)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := kv.Status(ctx); err == nil && st.TTL() != ttl {
+		// The bucket's TTL is the lease's: every ingester must agree.
+		ttl = st.TTL()
+		log.Info("lease TTL taken from the existing bucket", "ttl", ttl)
+	}
+	host, _ := os.Hostname()
+	val, _ := json.Marshal(holder{Host: host, PID: os.Getpid(), Started: time.Now().UTC()})
+	l := &lease{kv: kv, key: key, ttl: ttl, val: val, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	var last string
+	for {
+		start := time.Now()
+		rev, err := kv.Create(ctx, key, val)
+		if err == nil {
+			l.rev, l.renewed = rev, start
+			break
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			log.Warn("cannot take the consumer's lease", "consumer", key, "err", err)
+		} else if e, gerr := kv.Get(ctx, key); gerr == nil && string(e.Value()) != last {
+			last = string(e.Value())
+			log.Warn("another ingester runs this consumer; waiting for its lease to end (it stops, or its lease expires)", "consumer", key, "holder", last, "ttl", ttl)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(min(ttl/5, time.Second)):
+		}
+	}
+	go l.keep(cancel)
+	return l, nil
+}
+
+// keep renews the lease until release.
+func (l *lease) keep(cancel context.CancelCauseFunc) {
+	defer close(l.done)
+	tick := time.NewTicker(l.ttl / 5)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-tick.C:
+		}
+		l.mu.Lock()
+		rev := l.rev
+		l.mu.Unlock()
+		start := time.Now()
+		ctx, done := context.WithTimeout(context.Background(), l.ttl/5)
+		next, err := l.kv.Update(ctx, l.key, l.val, rev)
+		done()
+		switch {
+		case err == nil:
+			l.mu.Lock()
+			l.rev, l.renewed = next, start
+			l.mu.Unlock()
+		case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists):
+			l.mu.Lock()
+			l.lost = true
+			l.mu.Unlock()
+			l.log.Error("lease lost", "consumer", l.key, "err", err)
+			cancel(errLeaseLost)
+			return
+		default:
+			l.log.Warn("cannot renew the lease", "consumer", l.key, "err", err)
+		}
+	}
+}
+
+// fence returns a context for a batch's writes that ends when the lease
+// might lapse, or an error when the lease does not allow writing now.
+func (l *lease) fence(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if l == nil {
+		return ctx, func() {}, nil
+	}
+	l.mu.Lock()
+	lost, until := l.lost, l.renewed.Add(l.ttl/2)
+	l.mu.Unlock()
+	if lost {
+		return nil, nil, errLeaseLost
+	}
+	if !time.Now().Before(until) {
+		return nil, nil, errLeaseLapsed
+	}
+	wctx, cancel := context.WithDeadline(ctx, until)
+	return wctx, cancel, nil
+}
+
+// release stops renewing and frees the lease for a successor at once.
+func (l *lease) release() {
+	close(l.stop)
+	<-l.done
+	l.mu.Lock()
+	lost, rev := l.lost, l.rev
+	l.mu.Unlock()
+	if lost {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Only our own revision: a successor's key stays.
+	if err := l.kv.Delete(ctx, l.key, jetstream.LastRevision(rev)); err != nil {
+		l.log.Warn("cannot release the lease; a successor waits for it to expire", "consumer", l.key, "err", err)
+	}
+}

@@ -1,0 +1,290 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/progress"
+	"github.com/personhub/personhub/pkg/stream"
+	"github.com/personhub/personhub/pkg/testenv"
+)
+
+// spreadProjects: projects 1..8 fall in all three of 3 partitions.
+const spreadProjects = 8
+
+// publishSpread publishes workload messages first..first+len-1 over
+// projects 1..8 and returns the last stream sequence of each of parts
+// partitions (index parts: of the whole stream).
+func publishSpread(t *testing.T, js jetstream.JetStream, first int, msgs []testenv.Message, parts int) []uint64 {
+	t.Helper()
+	ctx := context.Background()
+	last := make([]uint64, parts+1)
+	for j, m := range msgs {
+		i := first + j
+		project := uint64(1 + i%spreadProjects)
+		id := uuid.NewSHA1(uuid.NameSpaceURL, []byte("spread-"+strconv.Itoa(i))).String()
+		ts := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second)
+		ack, err := testenv.Publish(ctx, js, project, m, id, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last[stream.PartitionOf(strconv.FormatUint(project, 10), parts)] = ack.Sequence
+		last[parts] = ack.Sequence
+	}
+	return last
+}
+
+// partitioned returns the configuration of partition k of n.
+func partitioned(base string, k, n int) Config {
+	cfg := testConfig(base)
+	cfg.Partition, cfg.Streams.Partitions = k, n
+	cfg.LeaseTTL = 2 * time.Second
+	return cfg
+}
+
+// runPartitions runs one ingester per partition until each committed its
+// partition's last message (of last), then stops them.
+func runPartitions(t *testing.T, js jetstream.JetStream, store Store, base string, n int, last []uint64) {
+	t.Helper()
+	var stops []func()
+	for k := range n {
+		cancel, done := startIngester(t, partitioned(base, k, n), js, store)
+		stops = append(stops, func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("partition %d: %v", k, err)
+			}
+		})
+	}
+	for k := range n {
+		testenv.WaitCommitted(t, store.(*chstore.Store), stream.ConsumerName(base, k, n), last[k], time.Minute)
+	}
+	for _, stop := range stops {
+		stop()
+	}
+}
+
+// reference folds msgs with one ingester on a stream of their own.
+func reference(t *testing.T, msgs []testenv.Message) string {
+	t.Helper()
+	n := testenv.StartNATS(t, "")
+	if err := stream.Ensure(context.Background(), n.JS, stream.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	last := publishSpread(t, n.JS, 0, msgs, 1)
+	store := testenv.ClickHouse(t)
+	runUntil(t, testConfig("single"), n.JS, store, last[1])
+	return testenv.Snapshot(t, store)
+}
+
+// TestPartitionsEqualOneIngester: three partitions, one ingester each, on
+// one JetStream server and one ClickHouse, end with the same persons,
+// distinct ids, events (every table the ingester writes) as one ingester
+// folding the same messages; each partition publishes its own watermark.
+func TestPartitionsEqualOneIngester(t *testing.T) {
+	msgs := testenv.Workload(31, 6000, 250)
+	want := reference(t, msgs)
+
+	n := testenv.StartNATS(t, "")
+	if err := stream.Ensure(context.Background(), n.JS, stream.Config{Partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	last := publishSpread(t, n.JS, 0, msgs, 3)
+	store := testenv.ClickHouse(t)
+	runPartitions(t, n.JS, store, "part", 3, last)
+	if got := testenv.Snapshot(t, store); got != want {
+		t.Fatalf("3 partitions differ from one ingester:\n%s", testenv.FirstDiff(got, want))
+	}
+	kv, err := progress.Open(context.Background(), n.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range 3 {
+		w, err := progress.Watch(context.Background(), kv, stream.ConsumerName("part", k, 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Wait(context.Background(), last[k], 5*time.Second); err != nil {
+			t.Errorf("watermark of partition %d: %v (at %d, want %d)", k, err, w.Seq(), last[k])
+		}
+		w.Stop()
+	}
+}
+
+// TestPartitionUpgradeInPlace: one ingester folds the first part of the
+// log and stops; more messages arrive before the stream is partitioned
+// (two-token subjects no ingester has seen); three partition ingesters
+// then partition the stream, start from the single ingester's commit and
+// fold the rest. The state equals one ingester's over the whole log, and
+// a replay of the upgraded log into empty tables by three partitions
+// (messages of both subject forms) too.
+func TestPartitionUpgradeInPlace(t *testing.T) {
+	msgs := testenv.Workload(37, 4500, 200)
+	want := reference(t, msgs)
+
+	ctx := context.Background()
+	n := testenv.StartNATS(t, "")
+	if err := stream.Ensure(ctx, n.JS, stream.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	store := testenv.ClickHouse(t)
+	first := publishSpread(t, n.JS, 0, msgs[:1500], 3)
+	runUntil(t, testConfig("ing"), n.JS, store, first[3])
+	middle := publishSpread(t, n.JS, 1500, msgs[1500:3000], 3)
+	if err := stream.Ensure(ctx, n.JS, stream.Config{Partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	last := publishSpread(t, n.JS, 3000, msgs[3000:], 3)
+	for k := range 3 {
+		last[k] = max(last[k], middle[k], first[k])
+	}
+	runPartitions(t, n.JS, store, "ing", 3, last)
+	if got := testenv.Snapshot(t, store); got != want {
+		t.Fatalf("after the upgrade in place:\n%s", testenv.FirstDiff(got, want))
+	}
+
+	replay := testenv.ClickHouse(t)
+	runPartitions(t, n.JS, replay, "replay", 3, last)
+	if got := testenv.Snapshot(t, replay); got != want {
+		t.Fatalf("replay of the upgraded log by 3 partitions:\n%s", testenv.FirstDiff(got, want))
+	}
+}
+
+// TestSecondIngesterOnAPartitionWaits: a second ingester started on a
+// partition that runs leaves its consumer and ClickHouse alone (it waits
+// for the lease), takes over when the first stops, and the end state is
+// that of one uninterrupted ingester.
+func TestSecondIngesterOnAPartitionWaits(t *testing.T) {
+	msgs := testenv.Workload(41, 3000, 150)
+	want := reference(t, msgs)
+	ctx := context.Background()
+	n := testenv.StartNATS(t, "")
+	if err := stream.Ensure(ctx, n.JS, stream.Config{Partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	store := testenv.ClickHouse(t)
+	last := publishSpread(t, n.JS, 0, msgs[:1000], 3)
+	runPartitions(t, n.JS, store, "lease", 3, last)
+
+	// Partition 2 runs; a second one of it starts by mistake.
+	const k = 2
+	name := stream.ConsumerName("lease", k, 3)
+	// The consumer of the run above stays; only the new one counts.
+	if err := n.JS.DeleteConsumer(ctx, stream.Events, name); err != nil {
+		t.Fatal(err)
+	}
+	cancel1, done1 := startIngester(t, partitioned("lease", k, 3), n.JS, store)
+	testenv.WaitFor(t, 10*time.Second, "first ingester's consumer", func() (bool, error) {
+		_, err := n.JS.Consumer(ctx, stream.Events, name)
+		return err == nil, err
+	})
+	c, err := n.JS.Consumer(ctx, stream.Events, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := c.CachedInfo().Created
+	cancel2, done2 := startIngester(t, partitioned("lease", k, 3), n.JS, store)
+	defer cancel2()
+	more := publishSpread(t, n.JS, 1000, msgs[1000:2000], 3)
+	testenv.WaitCommitted(t, store, name, more[k], time.Minute)
+	time.Sleep(500 * time.Millisecond)
+	if c, err = n.JS.Consumer(ctx, stream.Events, name); err != nil || !c.CachedInfo().Created.Equal(created) {
+		t.Fatalf("the second ingester touched the running one's consumer: %v", err)
+	}
+	select {
+	case err := <-done2:
+		t.Fatalf("second ingester ended: %v", err)
+	default:
+	}
+
+	// The first stops: the second takes over and folds the rest, with
+	// the other partitions.
+	cancel1()
+	if err := <-done1; err != nil {
+		t.Fatal(err)
+	}
+	rest := publishSpread(t, n.JS, 2000, msgs[2000:], 3)
+	testenv.WaitCommitted(t, store, name, rest[k], time.Minute)
+	cancel2()
+	if err := <-done2; err != nil {
+		t.Fatal(err)
+	}
+	runPartitions(t, n.JS, store, "lease", 3, rest)
+	if got := testenv.Snapshot(t, store); got != want {
+		t.Fatalf("after the takeover:\n%s", testenv.FirstDiff(got, want))
+	}
+}
+
+// TestLostLeaseStopsTheIngester: when the lease key holds another
+// revision than the holder wrote (its lease expired and another took it),
+// the holder stops with errLeaseLost and commits nothing more.
+func TestLostLeaseStopsTheIngester(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t, "")
+	if err := stream.Ensure(ctx, n.JS, stream.Config{Partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	store := testenv.ClickHouse(t)
+	msgs := testenv.Workload(43, 400, 50)
+	last := publishSpread(t, n.JS, 0, msgs, 3)
+	const k = 1
+	name := stream.ConsumerName("stolen", k, 3)
+	_, done := startIngester(t, partitioned("stolen", k, 3), n.JS, store)
+	testenv.WaitCommitted(t, store, name, last[k], time.Minute)
+	kv, err := n.JS.KeyValue(ctx, LeaseBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, name, []byte(`{"host":"usurper"}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != errLeaseLost {
+			t.Fatalf("Run ended with %v, want the lost lease", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the holder kept running after its lease was taken")
+	}
+	committed, err := store.LastCommitted(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	more := publishSpread(t, n.JS, 400, testenv.Workload(44, 200, 50), 3)
+	time.Sleep(time.Second)
+	if after, err := store.LastCommitted(ctx, name); err != nil || after != committed || more[k] <= committed {
+		t.Fatalf("commit moved from %d to %d after the lease was lost (%v)", committed, after, err)
+	}
+	if e, err := kv.Get(ctx, name); err != nil || string(e.Value()) != `{"host":"usurper"}` {
+		t.Fatalf("the stopped holder removed its successor's lease: %v", err)
+	}
+}
+
+// TestLeaseFence: writes are allowed only within half the TTL of the last
+// renewal, and end by then.
+func TestLeaseFence(t *testing.T) {
+	l := &lease{ttl: 10 * time.Second, renewed: time.Now().Add(-6 * time.Second)}
+	if _, _, err := l.fence(context.Background()); err != errLeaseLapsed {
+		t.Fatalf("6s after a renewal with a 10s TTL: %v", err)
+	}
+	l.renewed = time.Now().Add(-2 * time.Second)
+	ctx, cancel, err := l.fence(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	if d, ok := ctx.Deadline(); !ok || !d.Equal(l.renewed.Add(5*time.Second)) {
+		t.Fatalf("write deadline %v, want %v", d, l.renewed.Add(5*time.Second))
+	}
+	l.lost = true
+	if _, _, err := l.fence(context.Background()); err != errLeaseLost {
+		t.Fatal(fmt.Sprint("lost lease: ", err))
+	}
+}
