@@ -96,7 +96,10 @@ func measurePurge(ctx context.Context, ch *chServer, db string, project uint64, 
 	if err := copyTables(ctx, conn, db, rawDB, "events"); err != nil {
 		return p, fmt.Errorf("copy for the raw side: %w", err)
 	}
-	if err := copyTables(ctx, conn, db, svcDB, "events", "person_deletion_requests", "ingest_batches"); err != nil {
+	// The runner also deletes the events' copies by distinct id (schema
+	// 0009), so its side has that table too; the raw side mutates events
+	// alone, as before.
+	if err := copyTables(ctx, conn, db, svcDB, "events", "events_by_distinct_id", "person_deletion_requests", "ingest_batches"); err != nil {
 		return p, fmt.Errorf("copy for the runner: %w", err)
 	}
 	if err := conn.QueryRow(ctx, "SELECT count() FROM "+rawDB+".events").Scan(&p.EventsTotal); err != nil {

@@ -67,6 +67,7 @@ func (c *Config) defaults() {
 type Store struct {
 	conn     driver.Conn // a classifyingConn
 	database string
+	values   *valueCounts // CountPropertyValues (values_counts.go); nil: not kept
 }
 
 // Open connects and pings. It creates the database when it is missing, so
@@ -103,7 +104,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, Classify(err)
 	}
 	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
-	s := &Store{conn: &classifyingConn{Conn: conn, gate: g}, database: cfg.Database}
+	s := &Store{conn: &classifyingConn{Conn: conn, gate: g}, database: cfg.Database, values: newValueCounts()}
 	return s, nil
 }
 

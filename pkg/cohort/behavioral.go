@@ -37,19 +37,20 @@ var countOperators = map[string]string{"gte": ">=", "lte": "<=", "gt": ">", "lt"
 // each with its current owner (pid), so events from before a merge count
 // for the merged person. Events the API's commands produce (they carry
 // $actor) are not behaviour. Scoped to one person, both sides read only
-// its distinct ids (the events through PREWHERE: one column's scan of the
-// window instead of every column's).
+// its distinct ids, the events from events_by_distinct_id (schema 0009:
+// the same rows, $actor events left out, sorted by distinct id), so the
+// read is a key range per id instead of a scan of the project's window.
 func (r *resolver) ourEvents(event string, since time.Time) (string, []any) {
-	onlyIDs, idArgs := r.onlyPerson("distinct_id")
-	prewhere := ""
+	owners := "(SELECT distinct_id, person_id AS pid FROM person_distinct_ids FINAL WHERE project_id = ?"
 	if r.person != nil {
-		prewhere = " PREWHERE distinct_id IN ?"
+		ids := groupSet(r.person.distinctIDs)
+		return "SELECT pid, uuid FROM events_by_distinct_id ALL INNER JOIN " + owners + " AND distinct_id IN ? AND is_deleted = 0) USING distinct_id" +
+				" WHERE project_id = ? AND distinct_id IN ? AND event = ? AND timestamp >= toDateTime(?, 'UTC')",
+			[]any{r.project, ids, r.project, ids, event, since.Format(time.DateTime)}
 	}
-	sql := "SELECT pid, uuid FROM events ALL INNER JOIN (SELECT distinct_id, person_id AS pid FROM person_distinct_ids FINAL " +
-		"WHERE project_id = ?" + onlyIDs + " AND is_deleted = 0) USING distinct_id" + prewhere +
-		" WHERE project_id = ? AND event = ? AND timestamp >= toDateTime(?, 'UTC') AND visitParamHas(properties, '$actor') = 0"
-	args := append(append([]any{r.project}, idArgs...), idArgs...)
-	return sql, append(args, r.project, event, since.Format(time.DateTime))
+	return "SELECT pid, uuid FROM events ALL INNER JOIN " + owners + " AND is_deleted = 0) USING distinct_id" +
+			" WHERE project_id = ? AND event = ? AND timestamp >= toDateTime(?, 'UTC') AND visitParamHas(properties, '$actor') = 0",
+		[]any{r.project, r.project, event, since.Format(time.DateTime)}
 }
 
 // behavioral compiles {"type":"behavioral","key":K,"value":V,
@@ -83,12 +84,13 @@ func (r *resolver) behavioral(ctx context.Context, f map[string]any) (propfilter
 	if value == "performed_event" && (f["event_type"] == nil || f["event_type"] == "events") {
 		// The cheaper form: owners of the distinct ids that sent it.
 		if event, _ := f["key"].(string); event != "" {
-			prewhere, args := "", []any{}
 			if r.person != nil {
-				prewhere, args = " PREWHERE distinct_id IN ?", []any{groupSet(r.person.distinctIDs)}
+				// One person: its ids' rows of events_by_distinct_id, by key.
+				return r.ownerOf("SELECT distinct_id FROM events_by_distinct_id WHERE project_id = ? AND distinct_id IN ? AND event = ? AND timestamp >= toDateTime(?, 'UTC')",
+					r.project, groupSet(r.person.distinctIDs), event, since.Format(time.DateTime)), nil
 			}
-			return r.ownerOf("SELECT distinct_id FROM events"+prewhere+" WHERE project_id = ? AND event = ? AND timestamp >= toDateTime(?, 'UTC') AND visitParamHas(properties, '$actor') = 0",
-				append(args, r.project, event, since.Format(time.DateTime))...), nil
+			return r.ownerOf("SELECT distinct_id FROM events WHERE project_id = ? AND event = ? AND timestamp >= toDateTime(?, 'UTC') AND visitParamHas(properties, '$actor') = 0",
+				r.project, event, since.Format(time.DateTime)), nil
 		}
 	}
 	events, args, err := r.behaviourEvents(ctx, f, since)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,14 @@ func insertEvents(t *testing.T, conn driver.Conn, evs ...ev) {
 // eventsOf returns a person's events per sequence, counting physical rows.
 func eventsOf(t *testing.T, conn driver.Conn, project, person uint64) map[uint64]int {
 	t.Helper()
-	rows, err := conn.Query(context.Background(), "SELECT seq FROM events WHERE project_id = ? AND person_id = ?", project, person)
+	return rowsOf(t, conn, "events", project, person)
+}
+
+// rowsOf returns a person's rows of table (events or its copy by distinct
+// id) per sequence, counting physical rows.
+func rowsOf(t *testing.T, conn driver.Conn, table string, project, person uint64) map[uint64]int {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), "SELECT seq FROM "+table+" WHERE project_id = ? AND person_id = ?", project, person)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,6 +223,13 @@ func TestRunDeletesRequestedEventsOnly(t *testing.T) {
 	if got := eventsOf(t, f.conn, 2, 10); len(got) != 9 {
 		t.Errorf("person 2/10 has %d events, want its 9", len(got))
 	}
+	// The copy by distinct id (a materialized view of events) loses the
+	// same rows and keeps the same others.
+	for _, k := range []key{{1, 10}, {1, 11}, {1, 12}, {2, 10}} {
+		if got, want := rowsOf(t, f.conn, copyTable, k.project, k.person), eventsOf(t, f.conn, k.project, k.person); !maps.Equal(got, want) {
+			t.Errorf("person %d/%d: %s rows %v, events %v", k.project, k.person, copyTable, got, want)
+		}
+	}
 
 	// The mutation ran, bounded by project, persons and sequences.
 	var cmd string
@@ -330,5 +345,36 @@ func TestWaitsForIngesterCommit(t *testing.T) {
 	commit(t, f.conn, 40)
 	if sum := f.runOnce(t); sum.Verified != 1 || sum.EventsDeleted != 1 {
 		t.Fatalf("after the commit: %+v", sum)
+	}
+}
+
+// TestCopyRowsAloneAreDeleted: rows left in the copy by distinct id when
+// the events are already gone (a run that stopped between the two
+// mutations, or an events-only ALTER by an operator) still make the
+// request's mutation run, and the request is verified only without them.
+func TestCopyRowsAloneAreDeleted(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	insertEvents(t, f.conn, ev{1, 20, 1}, ev{1, 20, 2}, ev{1, 21, 3})
+	ctx := context.Background()
+	if err := f.conn.Exec(ctx, "ALTER TABLE events DELETE WHERE person_id = 20"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.runner.waitMutations(ctx, map[string]bool{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rowsOf(t, f.conn, copyTable, 1, 20); len(got) != 2 {
+		t.Fatalf("copy rows of 1/20 before the run: %v, want 2", got)
+	}
+	request(t, f.runner, Request{ProjectID: 1, PersonID: 20, RequestSeq: 10})
+	commit(t, f.conn, 10)
+	sum := f.runOnce(t)
+	if want := (Summary{Taken: 1, Verified: 1, Mutations: 1}); sum != want {
+		t.Fatalf("summary %+v, want %+v", sum, want)
+	}
+	if got := rowsOf(t, f.conn, copyTable, 1, 20); len(got) != 0 {
+		t.Errorf("copy rows of 1/20 after the run: %v, want none", got)
+	}
+	if got := rowsOf(t, f.conn, copyTable, 1, 21); len(got) != 1 {
+		t.Errorf("copy rows of 1/21: %v, want its 1", got)
 	}
 }

@@ -17,13 +17,16 @@ const (
 	pollMax   = 200 * time.Millisecond
 )
 
-// mutationIDs lists the mutations of the events table known before a new
+// mutationTables are the tables the deleter mutates: events and its copy.
+const mutationTables = "table IN ('events', '" + copyTable + "')"
+
+// mutationIDs lists the mutations (table/id) of the events tables known before a new
 // one is issued. system.mutations has, on 18.16 and 24.x alike, database,
 // table, mutation_id, command, create_time and is_done; a mutation not in
 // this list is the one issued after it (or a concurrent one, which is
 // waited for too).
 func (r *Runner) mutationIDs(ctx context.Context) (map[string]bool, error) {
-	rows, err := r.conn.Query(ctx, "SELECT mutation_id FROM system.mutations WHERE database = currentDatabase() AND table = 'events'")
+	rows, err := r.conn.Query(ctx, "SELECT concat(table, '/', mutation_id) FROM system.mutations WHERE database = currentDatabase() AND "+mutationTables)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +45,7 @@ func (r *Runner) mutationIDs(ctx context.Context) (map[string]bool, error) {
 // unfinished lists the unfinished mutations of the events table that are
 // not in before.
 func (r *Runner) unfinished(ctx context.Context, before map[string]bool) ([]string, error) {
-	rows, err := r.conn.Query(ctx, "SELECT mutation_id FROM system.mutations WHERE database = currentDatabase() AND table = 'events' AND is_done = 0")
+	rows, err := r.conn.Query(ctx, "SELECT concat(table, '/', mutation_id) FROM system.mutations WHERE database = currentDatabase() AND "+mutationTables+" AND is_done = 0")
 	if err != nil {
 		return nil, err
 	}

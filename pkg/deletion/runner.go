@@ -217,6 +217,10 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 	if err != nil {
 		return r.fail(ctx, b, fmt.Errorf("count events: %w", err), true)
 	}
+	copies, err := r.countRows(st, copyTable, b)
+	if err != nil {
+		return r.fail(ctx, b, fmt.Errorf("count %s: %w", copyTable, err), true)
+	}
 	// Keep the counts in the running rows, so that a crash after the
 	// mutation does not lose how many events it deleted.
 	var counted []Request
@@ -228,7 +232,7 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 			bump(&b[i])
 			counted = append(counted, b[i])
 		}
-		if n > 0 {
+		if n > 0 || copies[b[i].PersonID] > 0 {
 			targets = append(targets, b[i])
 		}
 	}
@@ -247,9 +251,16 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 			return r.fail(ctx, b, fmt.Errorf("list mutations: %w", err), true)
 		}
 		where, args := eventsWhere(targets)
-		if err := r.conn.Exec(st, "ALTER TABLE events DELETE WHERE "+where, args...); err != nil {
-			return r.fail(ctx, b, fmt.Errorf("issue mutation: %w", err), true)
+		// The copy first: a request is verified only when both tables
+		// have none of its rows, and a crash between the two statements
+		// leaves events, which the next run finds and deletes again.
+		for _, table := range []string{copyTable, "events"} {
+			if err := r.conn.Exec(st, "ALTER TABLE "+table+" DELETE WHERE "+where, args...); err != nil {
+				return r.fail(ctx, b, fmt.Errorf("issue mutation on %s: %w", table, err), true)
+			}
 		}
+		// One deletion, counted once (the metric and Summary count batches
+		// mutated, as before the copy existed).
 		res.mutations++
 		r.m.mutations.Inc()
 		log.Debug("mutation issued", "events", total(found))
@@ -265,10 +276,16 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 		}
 		cancel()
 		st, cancel = step(ctx)
-		if left, err = r.countEvents(st, b); err != nil {
+		if left, err = r.countEvents(st, b); err == nil {
+			copies, err = r.countRows(st, copyTable, b)
+		}
+		if err != nil {
 			fr := r.fail(ctx, b, fmt.Errorf("verify: %w", err), true)
 			fr.mutations = res.mutations
 			return fr
+		}
+		for id, n := range copies {
+			left[id] += n
 		}
 	}
 
@@ -370,11 +387,21 @@ func eventsWhere(b []Request) (string, []any) {
 		[]any{b[0].ProjectID, clickhouse.GroupSet{Value: set}, maxSeq, ids, seqs}
 }
 
-// countEvents counts, per person, the physical rows (no FINAL) a batch's
-// mutation deletes.
+// copyTable holds a copy of events rows by distinct id (schema 0009,
+// filled by a materialized view): the deleted events' copies go too.
+const copyTable = "events_by_distinct_id"
+
+// countEvents counts, per person, the physical rows (no FINAL) of events a
+// batch's mutation deletes.
 func (r *Runner) countEvents(ctx context.Context, b []Request) (map[uint64]uint64, error) {
+	return r.countRows(ctx, "events", b)
+}
+
+// countRows counts, per person, the physical rows of table (events or
+// copyTable) a batch's mutation deletes.
+func (r *Runner) countRows(ctx context.Context, table string, b []Request) (map[uint64]uint64, error) {
 	where, args := eventsWhere(b)
-	rows, err := r.conn.Query(ctx, "SELECT person_id, count() FROM events WHERE "+where+" GROUP BY person_id", args...)
+	rows, err := r.conn.Query(ctx, "SELECT person_id, count() FROM "+table+" WHERE "+where+" GROUP BY person_id", args...)
 	if err != nil {
 		return nil, err
 	}

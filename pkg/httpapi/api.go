@@ -33,6 +33,9 @@ type Persons interface {
 	PersonsByDistinctID(ctx context.Context, projectID uint64, distinctIDs []string) (map[string]chstore.PersonRecord, error)
 	PersonEvents(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) ([]chstore.TimelineEvent, error)
 	PropertyValues(ctx context.Context, projectID uint64, key, contains string) ([]chstore.PropertyValue, error)
+	// CountPropertyValues gives PropertyValues' answer from counts kept
+	// since the ingester's committed sequence (read before the call).
+	CountPropertyValues(ctx context.Context, projectID uint64, key, contains string, committed uint64) ([]chstore.PropertyValue, error)
 	Ping(ctx context.Context) error
 }
 

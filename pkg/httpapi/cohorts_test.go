@@ -431,6 +431,34 @@ func TestPersonValues(t *testing.T) {
 	if got := values("key="); len(got) != 0 {
 		t.Fatalf("no key: %v", got)
 	}
+	// The counts are kept between requests (pkg/chstore/values_counts.go)
+	// and follow writes: once a write is answered, values/ shows it.
+	for _, change := range []struct {
+		person, method, body string
+		edit                 func()
+	}{
+		{"u3", "PATCH", `{"properties":{"plan":"team"}}`, func() { w.persons["u3"].props["plan"] = "team" }},
+		{"u1", "DELETE", "", func() { delete(w.persons, "u1") }},
+		{"u2", "POST", `{"$unset":"plan"}`, func() { delete(w.persons["u2"].props, "plan") }},
+	} {
+		path := fmt.Sprintf("/api/projects/%d/persons/%d/", e.projectA.ID, w.person(change.person).ID)
+		var r response
+		switch change.method {
+		case "PATCH":
+			r = e.send("PATCH", e.keyAll, path, change.body)
+		case "DELETE":
+			r = e.do("DELETE", e.keyAll, path)
+		default:
+			r = e.send("POST", e.keyAll, path+"delete_property/", change.body)
+		}
+		if r.status >= 300 {
+			t.Fatalf("%s %s: %d %s", change.method, change.person, r.status, r.body)
+		}
+		change.edit()
+		if got, want := values("key=plan"), ref("plan", ""); !slices.Equal(got, want) {
+			t.Fatalf("after %s %s: %v, want %v", change.method, change.person, got, want)
+		}
+	}
 }
 
 func TestActions(t *testing.T) {
