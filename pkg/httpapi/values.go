@@ -19,7 +19,7 @@ func (a *API) propertyValues(w http.ResponseWriter, r *http.Request) error {
 	if a.writes != nil && a.writes.Progress != nil {
 		// Counts kept per bucket of persons, recounted where rows were
 		// written since the watermark (pkg/chstore/values_counts.go).
-		values, err = a.store.CountPropertyValues(r.Context(), proj.ID, q.Get("key"), q.Get("value"), a.writes.Progress.Seq())
+		values, err = a.store.CountPropertyValues(r.Context(), proj.ID, q.Get("key"), q.Get("value"), a.writes.Progress.Of(proj.ID).Seq())
 	} else {
 		values, err = a.store.PropertyValues(r.Context(), proj.ID, q.Get("key"), q.Get("value"))
 	}
