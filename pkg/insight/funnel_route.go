@@ -34,9 +34,22 @@ func (st *Store) funnelActors(ctx context.Context, f *Filter, fq *funnelQuery, p
 	if more != nil {
 		more(&s)
 	}
-	lim, largs := page.sql()
-	s.add(" ORDER BY pid"+lim, largs...)
-	return st.actors(ctx, s.b.String(), s.args, false)
+	full := func() ([]Actor, error) {
+		lim, largs := page.sql()
+		s.add(" ORDER BY pid"+lim, largs...)
+		return st.actors(ctx, s.b.String(), s.args, false)
+	}
+	if more != nil || !fq.fastLevel() {
+		return full()
+	}
+	// The fast path's level needs a person's rows alone: a page from
+	// the persons up to an id (prefix.go).
+	return st.prefixPage(ctx, fq.scan.project, page, func(upTo uint64) (string, []any) {
+		cut := *fq
+		cut.scan.upTo = upTo
+		persons, args := cut.fastPersons()
+		return "SELECT pid, toUInt8(has(?, plevel)) AS ok FROM (" + persons + ")", append([]any{fq.fn.levels()}, args...)
+	}, full)
 }
 
 func (fn *Funnel) levels() []uint32 {

@@ -202,10 +202,19 @@ func (st *Store) Paths(ctx context.Context, project uint64, f *Filter, q url.Val
 		s.where = and(s.where, cond{"event NOT IN (" + marks(len(p.exclude)) + ")", anys(p.exclude)})
 	}
 	if p.anyPath() && len(p.exclude) == 0 {
-		// Every person with an event in the scan: no item, no arrays.
-		base, args := s.sql()
-		lim, largs := page.sql()
-		return st.actors(ctx, "SELECT pid FROM ("+base+") GROUP BY pid ORDER BY pid"+lim, append(args, largs...), false)
+		// Every person with an event in the scan: no item, no arrays;
+		// a page from the persons up to an id (prefix.go).
+		full := func() ([]Actor, error) {
+			base, args := s.sql()
+			lim, largs := page.sql()
+			return st.actors(ctx, "SELECT pid FROM ("+base+") GROUP BY pid ORDER BY pid"+lim, append(args, largs...), false)
+		}
+		return st.prefixPage(ctx, project, page, func(upTo uint64) (string, []any) {
+			cut := s
+			cut.upTo = upTo
+			base, args := cut.sql()
+			return "SELECT pid, toUInt8(1) AS ok FROM (" + base + ") GROUP BY pid", args
+		}, full)
 	}
 	s.extra = append(s.extra, cond{p.item.sql + " AS item", p.item.args})
 	base, args := s.sql()

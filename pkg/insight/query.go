@@ -24,10 +24,15 @@ type Querier interface {
 type Store struct {
 	conn    Querier
 	actions action.Getter // nil: no actions store; every action id is unknown
+	// prefixPersons is prefixPersonsPerActor; tests lower it to page
+	// small projects from bounds (prefix.go).
+	prefixPersons int
 }
 
 // New returns a Store; actions may be nil.
-func New(conn Querier, actions action.Getter) *Store { return &Store{conn: conn, actions: actions} }
+func New(conn Querier, actions action.Getter) *Store {
+	return &Store{conn: conn, actions: actions, prefixPersons: prefixPersonsPerActor}
+}
 
 // Actor is one person of an answer with its value: the number of matching
 // events (or the property aggregate) for trends, 0 elsewhere.
@@ -97,6 +102,9 @@ type scan struct {
 	// properties and distinct_id columns, and joins, only for those rows
 	// (docs/performance.md, G10). nil: any event.
 	names []string
+	// upTo, when above 0, keeps only the persons of ids up to it, cut
+	// in the PREWHERE (prefix.go).
+	upTo uint64
 }
 
 // lastDate bounds the dates a scan states (sql): ClickHouse 18.16 reads
@@ -152,7 +160,17 @@ func (s scan) sql() (string, []any) {
 		inner += " AND event IN (" + marks(len(s.names)) + ")"
 		args = append(args, anys(s.names)...)
 	}
+	if s.upTo > 0 {
+		// The rows of the persons up to upTo: their own, or given to
+		// them by an override (a small set, probed only here).
+		inner += " AND (person_id <= ? OR distinct_id IN (SELECT distinct_id FROM person_distinct_id_overrides FINAL WHERE project_id = ? AND person_id <= ? AND is_deleted = 0))"
+		args = append(args, s.upTo, s.project, s.upTo)
+	}
 	inner += " WHERE o_deleted = 0"
+	if s.upTo > 0 {
+		inner += " AND pid <= ?" // an override gave the row to a later person
+		args = append(args, s.upTo)
+	}
 	if s.names == nil || slices.ContainsFunc(s.names, commandName) {
 		// Only then: the condition reads properties for every row
 		// (18.16 evaluates both sides of AND), the widest column.

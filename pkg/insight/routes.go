@@ -94,18 +94,26 @@ func (st *Store) Stickiness(ctx context.Context, project uint64, f *Filter, q ur
 	}
 	b := bucket(f.Interval, "timestamp", f.Loc)
 	s.extra = append(s.extra, cond{b.sql + " AS bucket", b.args})
-	base, args := s.sql()
-	lim, largs := page.sql()
 	// uniqUpTo(n) counts exactly up to n (n+1 beyond) in a small array
 	// per person instead of a hash set: same persons, less time
 	// (docs/performance.md, G10). Its parameter is at most 100.
-	distinct := "uniqExact(bucket) = ?"
-	nargs := []any{n}
+	distinct := cond{"uniqExact(bucket) = ?", []any{n}}
 	if n <= maxUniqUpTo {
-		distinct, nargs = "uniqUpTo(?)(bucket) = ?", []any{n, n}
+		distinct = cond{"uniqUpTo(?)(bucket) = ?", []any{n, n}}
 	}
-	sql := "SELECT pid FROM (" + base + ") GROUP BY pid HAVING " + distinct + " ORDER BY pid" + lim
-	return st.actors(ctx, sql, append(append(args, nargs...), largs...), false)
+	full := func() ([]Actor, error) {
+		base, args := s.sql()
+		lim, largs := page.sql()
+		sql := "SELECT pid FROM (" + base + ") GROUP BY pid HAVING " + distinct.sql + " ORDER BY pid" + lim
+		return st.actors(ctx, sql, append(append(args, distinct.args...), largs...), false)
+	}
+	return st.prefixPage(ctx, project, page, func(upTo uint64) (string, []any) {
+		cut := s
+		cut.upTo = upTo
+		base, args := cut.sql()
+		return "SELECT pid, toUInt8(" + distinct.sql + ") AS ok FROM (" + base + ") GROUP BY pid",
+			append(append([]any{}, distinct.args...), args...)
+	}, full)
 }
 
 // maxUniqUpTo is the largest parameter ClickHouse takes for uniqUpTo.
