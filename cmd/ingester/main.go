@@ -25,6 +25,7 @@ import (
 	"github.com/personhub/personhub/pkg/appconfig"
 	"github.com/personhub/personhub/pkg/ingest"
 	"github.com/personhub/personhub/pkg/stream"
+	"github.com/personhub/personhub/pkg/transform"
 )
 
 func main() {
@@ -96,6 +97,11 @@ func run(args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Enabled transformations run on every event before the fold
+	// (docs/plugins.md, "Running transformations").
+	if o.cfg.Hook, err = transform.NewIngestHook(ctx, js, o.cfg.Streams.Replicas, log, reg); err != nil {
+		return err
+	}
 	ing, err := ingest.New(o.cfg, js, store, log, reg)
 	if err != nil {
 		return err

@@ -33,7 +33,7 @@ func replay(t *testing.T, ctx context.Context, js *testenv.NATS, log []logEntry)
 			chains.Set(7, e.seq, e.refs)
 			continue
 		}
-		refs, _ := chains.At(7)
+		refs, _ := chains.At(7, e.seq)
 		steps, err := Resolve(ctx, vs, refs)
 		if err != nil {
 			t.Fatal(err)

@@ -62,5 +62,8 @@ func decodeResult(text []byte, in Event) (Event, error) {
 	if out.Properties == nil {
 		out.Properties = map[string]any{}
 	}
+	if err := checkEnvelope(out, in); err != nil {
+		return in, err
+	}
 	return out, nil
 }
