@@ -74,6 +74,17 @@ func TestTransformationsOnIngest(t *testing.T) {
 		}
 	}
 
+	// The same counts in the config JSON (written by the ingester).
+	cfgPath := func(c uint64) string { return fmt.Sprintf("/api/projects/%d/plugin_configs/%d/", e.projectA.ID, c) }
+	m := e.call(200, "GET", cfgPath(bad), "")["metrics"].(map[string]any)
+	if m["events_in"] != 4.0 || m["events_failed"] != 2.0 || m["events_dropped"] != 0.0 || m["time_ms"].(float64) < 100 {
+		t.Errorf("bad plugin's metrics %v (the loop alone took 100 ms)", m)
+	}
+	m = e.call(200, "GET", cfgPath(drop), "")["metrics"].(map[string]any)
+	if m["events_in"] != 6.0 || m["events_dropped"] != 2.0 || m["events_failed"] != 0.0 {
+		t.Errorf("drop plugin's metrics %v", m)
+	}
+
 	// A config change, then more events: they get the new config; the
 	// earlier ones keep the old one on a replay.
 	e.call(200, "PATCH", fmt.Sprintf("/api/projects/%d/plugin_configs/%d/", e.projectA.ID, rename), `{"config":{"from":"keep","to":"kept"}}`)

@@ -15,6 +15,7 @@ import (
 	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/ingest"
+	"github.com/personhub/personhub/pkg/plugin"
 )
 
 // Hook runs each project's chain on its events in the ingester, before the
@@ -30,9 +31,10 @@ type Hook struct {
 	log      *slog.Logger
 	// long is the time limit of a step re-run below the mark (it ran in
 	// time once): the run's limit times 100.
-	long  time.Duration
-	mu    sync.Mutex
-	steps map[string][]Step // resolved chains, by project and command seq
+	long    time.Duration
+	mu      sync.Mutex
+	steps   map[string][]Step // resolved chains, by project and command seq
+	metrics *configMetrics
 }
 
 // NewHook opens the version store and the outcome record (reading it
@@ -48,7 +50,12 @@ func NewHook(ctx context.Context, js jetstream.JetStream, rt *Runtime, replicas 
 	if err != nil {
 		return nil, err
 	}
-	return &Hook{rt: rt, versions: vs, chains: chains, rec: rec, log: log, long: 100 * rt.limits.Timeout, steps: map[string][]Step{}}, nil
+	kv, err := plugin.OpenConfigMetrics(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	return &Hook{rt: rt, versions: vs, chains: chains, rec: rec, log: log, long: 100 * rt.limits.Timeout, steps: map[string][]Step{},
+		metrics: &configMetrics{kv: kv, base: map[uint64]plugin.ConfigMetrics{}}}, nil
 }
 
 // Transform implements ingest.Hook.
@@ -57,6 +64,7 @@ func (h *Hook) Transform(ctx context.Context, in []ingest.HookInput) ([]fold.Inp
 	var recs []outcome
 	mark := h.rec.markAt()
 	ran := false
+	counted := map[uint64]bool{}
 	for _, x := range in {
 		switch {
 		case x.Event.Event == event.SetTransformations:
@@ -97,6 +105,9 @@ func (h *Hook) Transform(ctx context.Context, in []ingest.HookInput) ([]fold.Inp
 		changed := false
 		for _, s := range res.Steps {
 			changed = changed || s.Outcome == OutcomeOK
+			if s.Outcome != OutcomeSkipped {
+				counted[s.ConfigID] = true
+			}
 			if s.Interrupted {
 				if x.Seq <= mark {
 					h.log.Error("transformation interrupted on a refold although it once ran in time; recorded, the outcome may differ from the first run", "seq", x.Seq, "plugin_config_id", s.ConfigID)
@@ -123,6 +134,13 @@ func (h *Hook) Transform(ctx context.Context, in []ingest.HookInput) ([]fold.Inp
 	if len(recs) > 0 {
 		if err := h.rec.publish(ctx, recs, h.chains); err != nil {
 			return nil, err
+		}
+	}
+	if len(counted) > 0 {
+		// Counts are for people, not for the fold: a failure to write
+		// them is logged, and the next batch writes the totals again.
+		if err := h.metrics.write(ctx, h.rt, counted); err != nil {
+			h.log.Warn("transformation metrics not written", "err", err)
 		}
 	}
 	return out, nil
