@@ -75,8 +75,8 @@ func (e *transformEnv) call(status int, method, path, body string) map[string]an
 
 // install installs a plugin of the shipped repository (or a source
 // plugin with the given entry file) and enables a config of it in
-// project A at order; it returns the config's id.
-func (e *transformEnv) install(url, source string, order int, config string) uint64 {
+// project A at order; it returns the config's id and the plugin's.
+func (e *transformEnv) install(url, source string, order int, config string) (uint64, uint64) {
 	e.t.Helper()
 	org := "@current"
 	var p map[string]any
@@ -89,7 +89,7 @@ func (e *transformEnv) install(url, source string, order int, config string) uin
 	}
 	c := e.call(201, "POST", fmt.Sprintf("/api/projects/%d/plugin_configs/", e.projectA.ID),
 		fmt.Sprintf(`{"plugin":%v,"enabled":true,"order":%d,"config":%s}`, p["id"], order, config))
-	return uint64(c["id"].(float64))
+	return uint64(c["id"].(float64)), uint64(p["id"].(float64))
 }
 
 // capture posts events to /batch/ for project A.

@@ -40,10 +40,10 @@ func TestTransformationsOnIngest(t *testing.T) {
 	e.capture(ev("pageview", "u1", `{"old":1}`))
 	testenv.WaitCommitted(t, e.store, "ingester", e.lastSeq(), 30*time.Second)
 
-	drop := e.install("https://github.com/personhub/plugin-drop-events", "", 1, `{"events":"junk, spam"}`)
-	rename := e.install("https://github.com/personhub/plugin-property-rename", "", 2, `{"from":"old","to":"new"}`)
-	tagger := e.install("", taggerTS, 3, `{"tag":"x"}`)
-	bad := e.install("", badTS, 4, `{}`)
+	drop, _ := e.install("https://github.com/personhub/plugin-drop-events", "", 1, `{"events":"junk, spam"}`)
+	rename, _ := e.install("https://github.com/personhub/plugin-property-rename", "", 2, `{"from":"old","to":"new"}`)
+	tagger, taggerPlugin := e.install("", taggerTS, 3, `{"tag":"x"}`)
+	bad, _ := e.install("", badTS, 4, `{}`)
 	e.capture(ev("junk", "u1", `{"old":2}`), ev("pageview", "u1", `{"old":3}`), ev("boom", "u2", `{"old":4}`),
 		ev("loop", "u2", `{"old":5}`), ev("spam", "u3", `{}`), ev("signup", "u2", `{"keep":6}`))
 	testenv.WaitCommitted(t, e.store, "ingester", e.lastSeq(), 30*time.Second)
@@ -90,10 +90,14 @@ func TestTransformationsOnIngest(t *testing.T) {
 	e.call(200, "PATCH", fmt.Sprintf("/api/projects/%d/plugin_configs/%d/", e.projectA.ID, rename), `{"config":{"from":"keep","to":"kept"}}`)
 	e.call(200, "PATCH", fmt.Sprintf("/api/projects/%d/plugin_configs/%d/", e.projectA.ID, drop), `{"enabled":false}`)
 	e.capture(ev("junk", "u4", `{"old":7,"keep":8}`))
+	// New code of a plugin (update_source) applies to the events after it.
+	e.call(200, "PATCH", fmt.Sprintf("/api/organizations/@current/pipeline_transformations/%d/update_source/", taggerPlugin),
+		`{"index.ts":"export function processEvent(event: any, { config }: any) { event.properties.tag = 'v2-' + config.tag; return event }"}`)
+	e.capture(ev("later", "u4", `{}`))
 	testenv.WaitCommitted(t, e.store, "ingester", e.lastSeq(), 30*time.Second)
 	first := storedEvents(t, e.store, e.projectA.ID)
-	if last := first[len(first)-1]; last != `junk u4 {"$set":{"tagged":"x"},"kept":8,"old":7,"tag":"x"}` {
-		t.Fatalf("after the change: %s", last)
+	if last := first[len(first)-2:]; last[0] != `junk u4 {"$set":{"tagged":"x"},"kept":8,"old":7,"tag":"x"}` || last[1] != `later u4 {"tag":"v2-x"}` {
+		t.Fatalf("after the changes: %s", strings.Join(last, "\n"))
 	}
 	stop()
 
