@@ -3,6 +3,7 @@ package plugin
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -158,4 +159,31 @@ func (s *Service) publishChain(ctx context.Context, project uint64) error {
 		return err
 	}
 	return s.chains.PublishChain(ctx, project, chain)
+}
+
+// PublishAllChains publishes the chain of every project with a plugin
+// config, for chains that configs stored before chains went on the log (or
+// a publish that failed) left unpublished. The publisher skips chains
+// that did not change, so this costs nothing on the log when all is well.
+func (s *Service) PublishAllChains(ctx context.Context) error {
+	if s.chains == nil {
+		return nil
+	}
+	all, err := list[Config](ctx, s.st.configs)
+	if err != nil {
+		return err
+	}
+	var projects []uint64
+	for _, c := range all {
+		if !slices.Contains(projects, c.ProjectID) {
+			projects = append(projects, c.ProjectID)
+		}
+	}
+	var errs []error
+	for _, p := range projects {
+		if err := s.publishChain(ctx, p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -94,6 +94,14 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Options, orgs Organiz
 	if err != nil {
 		return nil, err
 	}
+	go func() { // chains a stopped process (or an older version) left unpublished
+		pctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.PublishAllChains(pctx); err != nil {
+			s.chainFailures.Inc()
+			s.log.Error("transformation chains not all published at start", "err", err)
+		}
+	}()
 	go func() { // remove source files a stopped process left behind
 		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

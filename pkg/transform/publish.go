@@ -2,8 +2,12 @@ package transform
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,15 +27,31 @@ import (
 type Publisher struct {
 	js       jetstream.JetStream
 	versions *Versions
+	// last holds, per project, the hash of the refs last published: an
+	// unchanged chain (a config's name edited, the chains republished at
+	// start) is not published again.
+	last jetstream.KeyValue
 }
 
-// NewPublisher returns a publisher over js (opening the version store).
+// BucketChains is the publisher's KV bucket: decimal project id -> the
+// SHA-256 of the chain (refs JSON) last published for it.
+const BucketChains = "transformation_chains"
+
+// NewPublisher returns a publisher over js (opening the version store and
+// BucketChains).
 func NewPublisher(ctx context.Context, js jetstream.JetStream) (*Publisher, error) {
 	vs, err := OpenVersions(ctx, js)
 	if err != nil {
 		return nil, err
 	}
-	return &Publisher{js: js, versions: vs}, nil
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: BucketChains, History: 1, Storage: jetstream.FileStorage})
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		kv, err = js.KeyValue(ctx, BucketChains)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("transform: open %s: %w", BucketChains, err)
+	}
+	return &Publisher{js: js, versions: vs, last: kv}, nil
 }
 
 // chainDistinctID is the distinct id of chain commands: the envelope
@@ -49,6 +69,17 @@ func (p *Publisher) PublishChain(ctx context.Context, projectID uint64, chain []
 		}
 		refs = append(refs, Ref{ConfigID: l.ConfigID, PluginID: l.PluginID, Order: l.Order, Version: h})
 	}
+	text, err := json.Marshal(refs)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(text)
+	hash, key := hex.EncodeToString(sum[:]), strconv.FormatUint(projectID, 10)
+	if e, err := p.last.Get(ctx, key); err == nil && string(e.Value()) == hash {
+		return nil
+	} else if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("transform: chain of project %d: %w", projectID, err)
+	}
 	id := uuid.New()
 	data, err := json.Marshal(map[string]any{
 		"uuid": id.String(), "event": event.SetTransformations, "distinct_id": chainDistinctID,
@@ -60,6 +91,11 @@ func (p *Publisher) PublishChain(ctx context.Context, projectID uint64, chain []
 	}
 	if _, err := stream.PublishCommand(ctx, p.js, projectID, id.String(), data); err != nil {
 		return fmt.Errorf("transform: publish chain of project %d: %w", projectID, err)
+	}
+	// After the publish: a lost write only means the same chain is
+	// published again next time.
+	if _, err := p.last.PutString(ctx, key, hash); err != nil {
+		return fmt.Errorf("transform: chain of project %d published, not noted: %w", projectID, err)
 	}
 	return nil
 }
