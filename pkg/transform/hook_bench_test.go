@@ -9,7 +9,6 @@ import (
 	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/ingest"
-	"github.com/personhub/personhub/pkg/testenv"
 )
 
 // BenchmarkHook is the ingester hook's cost per event: with no chain (the
@@ -17,11 +16,7 @@ import (
 // with a step that drops half the events (G9, docs/performance.md).
 func BenchmarkHook(b *testing.B) {
 	ctx := context.Background()
-	n := testenv.StartNATS(b, "")
-	vs, err := OpenVersions(ctx, n.JS)
-	if err != nil {
-		b.Fatal(err)
-	}
+	n, vs := natsVersions(b)
 	for _, c := range []struct{ name, src string }{
 		{"none", ""},
 		{"trivial", `export function processEvent(e) { e.properties.added = 1; return e }`},

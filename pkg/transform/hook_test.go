@@ -11,7 +11,6 @@ import (
 	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/ingest"
-	"github.com/personhub/personhub/pkg/testenv"
 )
 
 // slowTS takes a few hundred milliseconds on event "slow" (a counted loop:
@@ -62,11 +61,7 @@ func ran(out []fold.Input) string {
 // miss; and the chain of a restart comes from the record.
 func TestInterruptionsAreFactsOfTheLog(t *testing.T) {
 	ctx := context.Background()
-	n := testenv.StartNATS(t, "")
-	vs, err := OpenVersions(ctx, n.JS)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, vs := natsVersions(t)
 	v, err := vs.Put(ctx, Version{Filename: "index.ts", Source: slowTS})
 	if err != nil {
 		t.Fatal(err)
