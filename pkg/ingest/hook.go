@@ -42,6 +42,9 @@ func (i *Ingester) transform(ctx context.Context, batch []*pending, inputs []fol
 		}
 		return out, nil
 	}
+	if len(inputs) == 0 {
+		return inputs, nil
+	}
 	hin := make([]HookInput, 0, len(inputs))
 	for _, p := range batch {
 		if !p.skip && p.dead == "" {

@@ -60,6 +60,9 @@ func NewHook(ctx context.Context, js jetstream.JetStream, rt *Runtime, replicas 
 
 // Transform implements ingest.Hook.
 func (h *Hook) Transform(ctx context.Context, in []ingest.HookInput) ([]fold.Input, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
 	out := make([]fold.Input, 0, len(in))
 	var recs []outcome
 	mark := h.rec.markAt()
