@@ -95,11 +95,18 @@ func TestTransformationsOnIngest(t *testing.T) {
 		`{"index.ts":"export function processEvent(event: any, { config }: any) { event.properties.tag = 'v2-' + config.tag; return event }"}`)
 	e.capture(ev("later", "u4", `{}`))
 	testenv.WaitCommitted(t, e.store, "ingester", e.lastSeq(), 30*time.Second)
-	first := storedEvents(t, e.store, e.projectA.ID)
-	if last := first[len(first)-2:]; last[0] != `junk u4 {"$set":{"tagged":"x"},"kept":8,"old":7,"tag":"x"}` || last[1] != `later u4 {"tag":"v2-x"}` {
-		t.Fatalf("after the changes: %s", strings.Join(last, "\n"))
-	}
 	stop()
+	// A restart resumes with the chain as of its commit point (every
+	// command is below it: the chains come from the ingester's record).
+	_, stop = e.runIngester(e.store, "ingester")
+	e.capture(ev("restarted", "u4", `{"old":9}`))
+	testenv.WaitCommitted(t, e.store, "ingester", e.lastSeq(), 30*time.Second)
+	stop()
+	first := storedEvents(t, e.store, e.projectA.ID)
+	if last := first[len(first)-3:]; last[0] != `junk u4 {"$set":{"tagged":"x"},"kept":8,"old":7,"tag":"x"}` || last[1] != `later u4 {"tag":"v2-x"}` ||
+		last[2] != `restarted u4 {"old":9,"tag":"v2-x"}` {
+		t.Fatalf("after the changes and a restart: %s", strings.Join(last, "\n"))
+	}
 
 	// Replay: a new database, a new process, the same log.
 	replayStore := testenv.ClickHouse(t)
