@@ -60,7 +60,9 @@ const (
 	// member distinct ids of the static cohort commands.
 	PropCohortID          = "$cohort_id"
 	PropCohortDistinctIDs = "$cohort_distinct_ids"
-	// PropTransformations is SetTransformations' chain.
+	// PropTransformations is SetTransformations' chain. Not reserved: it
+	// means something only on that (reserved) command, and clients may
+	// have used the name.
 	PropTransformations = "$transformations"
 )
 
@@ -87,7 +89,7 @@ var ReservedEvents = []string{DeletePerson, DeletePersonEvents, SplitPerson, Res
 // nothing on an ordinary event except PropActor, which would write the
 // activity log in a key's name; all of them are refused outside commands
 // so that an event in the log that carries one was made by the API.
-var ReservedProperties = []string{PropActor, PropPersonID, PropDeleteEvents, PropSplitIDs, PropSplitMainID, PropCohortID, PropCohortDistinctIDs, PropTransformations}
+var ReservedProperties = []string{PropActor, PropPersonID, PropDeleteEvents, PropSplitIDs, PropSplitMainID, PropCohortID, PropCohortDistinctIDs}
 
 // ReservedEvent reports whether name is a command name.
 func ReservedEvent(name string) bool { return slices.Contains(ReservedEvents, name) }

@@ -152,8 +152,11 @@ func (h *Hook) Transform(ctx context.Context, in []ingest.HookInput) ([]fold.Inp
 // setChain folds a chain command: the chain applies from the next
 // message of the project on. Its record goes out with the batch.
 func (h *Hook) setChain(x ingest.HookInput, recs []outcome) []outcome {
-	raw, _ := json.Marshal(x.Event.Properties[event.PropTransformations])
-	refs, err := ParseRefs(raw)
+	var props map[string]json.RawMessage
+	refs, err := []Ref(nil), json.Unmarshal(x.Event.PropertiesRaw, &props)
+	if err == nil {
+		refs, err = ParseRefs(props[event.PropTransformations])
+	}
 	if err != nil {
 		// Only the API publishes chains; a bad one changes nothing, the
 		// same way on every replay.
