@@ -53,6 +53,9 @@ func (e Event) Envelope() ([]byte, error) { return json.Marshal(e) }
 // the API's commands, is refused: a transformation must not forge a
 // person write (ErrShape).
 func (e Event) Parsed() (event.Event, error) {
+	if e.parsed != nil {
+		return *e.parsed, nil
+	}
 	env, err := e.Envelope()
 	if err != nil {
 		return event.Event{}, fmt.Errorf("%w: %v", ErrShape, err)
@@ -68,12 +71,18 @@ func (e Event) Parsed() (event.Event, error) {
 }
 
 // checkEnvelope refuses a result the ingester could not store (see
-// Parsed). Fields the plugin left as they came are not held against it:
-// a dry run's sample may lack a distinct_id.
-func checkEnvelope(out, in Event) error {
-	if out.DistinctID == in.DistinctID && out.DistinctID == "" {
+// Parsed) and returns it parsed, or nil when the check had to stand in
+// for a field. Fields the plugin left as they came are not held against
+// it: a dry run's sample may lack a distinct_id.
+func checkEnvelope(out, in Event) (*event.Event, error) {
+	stand := out.DistinctID == in.DistinctID && out.DistinctID == ""
+	if stand {
 		out.DistinctID = "unchanged"
 	}
-	_, err := out.Parsed()
-	return err
+	out.parsed = nil
+	pe, err := out.Parsed()
+	if err != nil || stand {
+		return nil, err
+	}
+	return &pe, nil
 }
