@@ -74,6 +74,11 @@ func TestTransformationsOnIngest(t *testing.T) {
 		}
 	}
 
+	// The loop's timeout, a fact of this run, is recorded; the throw is
+	// not (the event decides it).
+	if n := counter(t, reg, "transformation_outcomes_recorded_total", map[string]string{"kind": "failure"}); n != 1 {
+		t.Errorf("interruptions recorded: %v, want 1", n)
+	}
 	// The same counts in the config JSON (written by the ingester).
 	cfgPath := func(c uint64) string { return fmt.Sprintf("/api/projects/%d/plugin_configs/%d/", e.projectA.ID, c) }
 	m := e.call(200, "GET", cfgPath(bad), "")["metrics"].(map[string]any)
@@ -123,6 +128,9 @@ func TestTransformationsOnIngest(t *testing.T) {
 	// running the loop again.
 	if n := counter(t, reg2, "transformation_events_total", map[string]string{"plugin_config_id": id(bad), "outcome": "failed"}); n != 2 {
 		t.Errorf("replay failures of the bad plugin: %v, want 2", n)
+	}
+	if n := counter(t, reg2, "transformation_outcomes_recorded_total", map[string]string{"kind": "failure"}); n != 0 {
+		t.Errorf("the replay recorded %v interruptions, want none", n)
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("replay took %s", took)

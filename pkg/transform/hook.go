@@ -35,12 +35,14 @@ type Hook struct {
 	mu      sync.Mutex
 	steps   map[string][]Step // resolved chains, by project and command seq
 	metrics *configMetrics
+	// recorded counts outcome records written, by kind.
+	recorded *prometheus.CounterVec
 }
 
 // NewHook opens the version store and the outcome record (reading it
 // whole: chains and interruptions are rare) on js. replicas is the
-// record stream's, when created.
-func NewHook(ctx context.Context, js jetstream.JetStream, rt *Runtime, replicas int, log *slog.Logger) (*Hook, error) {
+// record stream's, when created; reg may be nil.
+func NewHook(ctx context.Context, js jetstream.JetStream, rt *Runtime, replicas int, log *slog.Logger, reg prometheus.Registerer) (*Hook, error) {
 	vs, err := OpenVersions(ctx, js)
 	if err != nil {
 		return nil, err
@@ -54,8 +56,14 @@ func NewHook(ctx context.Context, js jetstream.JetStream, rt *Runtime, replicas 
 	if err != nil {
 		return nil, err
 	}
-	return &Hook{rt: rt, versions: vs, chains: chains, rec: rec, log: log, long: 100 * rt.limits.Timeout, steps: map[string][]Step{},
-		metrics: &configMetrics{kv: kv, base: map[uint64]plugin.ConfigMetrics{}}}, nil
+	h := &Hook{rt: rt, versions: vs, chains: chains, rec: rec, log: log, long: 100 * rt.limits.Timeout, steps: map[string][]Step{},
+		metrics: &configMetrics{kv: kv, base: map[uint64]plugin.ConfigMetrics{}},
+		recorded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transformation_outcomes_recorded_total",
+			Help: "Records written to " + StreamOutcomes + " by kind: chain (a chain command folded), failure (a step interrupted by a limit), mark."}, []string{"kind"})}
+	if reg != nil {
+		reg.MustRegister(h.recorded)
+	}
+	return h, nil
 }
 
 // Transform implements ingest.Hook.
@@ -138,6 +146,9 @@ func (h *Hook) Transform(ctx context.Context, in []ingest.HookInput) ([]fold.Inp
 		if err := h.rec.publish(ctx, recs, h.chains); err != nil {
 			return nil, err
 		}
+		for _, r := range recs {
+			h.recorded.WithLabelValues(r.Kind).Inc()
+		}
 	}
 	if len(counted) > 0 {
 		// Counts are for people, not for the fold: a failure to write
@@ -192,5 +203,5 @@ func (h *Hook) resolve(ctx context.Context, project, at uint64, refs []Ref) ([]S
 // NewIngestHook is the ingester's hook with its own runtime, whose
 // per-config metrics go to reg: the composition root's one call.
 func NewIngestHook(ctx context.Context, js jetstream.JetStream, replicas int, log *slog.Logger, reg prometheus.Registerer) (*Hook, error) {
-	return NewHook(ctx, js, New(Limits{}, log.With("component", "transform"), reg), replicas, log.With("component", "transform"))
+	return NewHook(ctx, js, New(Limits{}, log.With("component", "transform"), reg), replicas, log.With("component", "transform"), reg)
 }

@@ -23,7 +23,7 @@ func BenchmarkHook(b *testing.B) {
 		{"drop-half", `export function processEvent(e) { return e.properties.i % 2 ? null : e }`},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			h, err := NewHook(ctx, n.JS, New(Limits{}, slog.New(slog.DiscardHandler), nil), 1, slog.New(slog.DiscardHandler))
+			h, err := NewHook(ctx, n.JS, New(Limits{}, slog.New(slog.DiscardHandler), nil), 1, slog.New(slog.DiscardHandler), nil)
 			if err != nil {
 				b.Fatal(err)
 			}

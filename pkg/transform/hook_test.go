@@ -67,7 +67,7 @@ func TestInterruptionsAreFactsOfTheLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	process := func(timeout time.Duration) *Hook {
-		h, err := NewHook(ctx, n.JS, New(Limits{Timeout: timeout}, slog.New(slog.DiscardHandler), nil), 1, slog.New(slog.DiscardHandler))
+		h, err := NewHook(ctx, n.JS, New(Limits{Timeout: timeout}, slog.New(slog.DiscardHandler), nil), 1, slog.New(slog.DiscardHandler), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
