@@ -2,6 +2,7 @@ package transform
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -57,5 +58,23 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	}
 	if !strings.Contains(string(out.PropertiesRaw), "12345678901234567890") {
 		t.Fatalf("a large integer lost its digits: %s", out.PropertiesRaw)
+	}
+}
+
+// TestFailureLogsAreBounded: a plugin that throws on every event is
+// counted every time and logged once a second, with how many failures the
+// log line stands for.
+func TestFailureLogsAreBounded(t *testing.T) {
+	var buf strings.Builder
+	r := New(Limits{}, slog.New(slog.NewTextHandler(&buf, nil)), nil)
+	chain := []Step{{ConfigID: 4, Filename: "index.js", Source: `exports.processEvent = function() { throw new Error('nope') }`}}
+	for range 50 {
+		r.Run(context.Background(), chain, sample("e"))
+	}
+	if st := r.Stats(4); st.Failed != 50 {
+		t.Fatalf("failures counted: %d", st.Failed)
+	}
+	if n := strings.Count(buf.String(), "transformation failed"); n != 1 {
+		t.Fatalf("%d failure logs for 50 failures within a second:\n%s", n, buf.String())
 	}
 }

@@ -101,7 +101,28 @@ type Stats struct {
 	Time    time.Duration `json:"-"`
 }
 
-type counts struct{ in, dropped, failed, nanos atomic.Uint64 }
+type counts struct {
+	in, dropped, failed, nanos atomic.Uint64
+	// lastLog (unix nanoseconds) and suppressed bound failure logs to one
+	// a second per config: a plugin that throws on every event would
+	// otherwise log every event.
+	lastLog    atomic.Int64
+	suppressed atomic.Uint64
+}
+
+// failureLogEvery is the least time between two failure logs of a config.
+const failureLogEvery = time.Second
+
+// shouldLog reports whether a failure is logged now, and how many were
+// not logged since the last one.
+func (c *counts) shouldLog(now time.Time) (bool, uint64) {
+	last := c.lastLog.Load()
+	if now.UnixNano()-last >= int64(failureLogEvery) && c.lastLog.CompareAndSwap(last, now.UnixNano()) {
+		return true, c.suppressed.Swap(0)
+	}
+	c.suppressed.Add(1)
+	return false, 0
+}
 
 // slot holds a config's live instance; its mutex serializes calls (a goja
 // runtime is single-threaded).
@@ -254,7 +275,10 @@ func (r *Runtime) live(s Step, ev Event, p Plan) (*Event, error) {
 		c.failed.Add(1)
 		r.events.WithLabelValues(id, OutcomeFailed).Inc()
 		// The config is never logged: it holds secrets.
-		r.log.Warn("transformation failed", "plugin_config_id", s.ConfigID, "plugin_id", s.PluginID, "event_uuid", ev.UUID, "error", err)
+		if ok, suppressed := c.shouldLog(time.Now()); ok {
+			r.log.Warn("transformation failed", "plugin_config_id", s.ConfigID, "plugin_id", s.PluginID, "event_uuid", ev.UUID, "error", err,
+				"failures_not_logged_since_last", suppressed)
+		}
 	case out == nil:
 		c.dropped.Add(1)
 		r.events.WithLabelValues(id, OutcomeDropped).Inc()
