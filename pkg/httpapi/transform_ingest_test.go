@@ -41,7 +41,12 @@ func TestTransformationsOnIngest(t *testing.T) {
 	testenv.WaitCommitted(t, e.store, "ingester", e.lastSeq(), 30*time.Second)
 
 	drop, _ := e.install("https://github.com/personhub/plugin-drop-events", "", 1, `{"events":"junk, spam"}`)
-	rename, _ := e.install("https://github.com/personhub/plugin-property-rename", "", 2, `{"from":"old","to":"new"}`)
+	// Two configs of the shipped rename plugin: the one created first has
+	// the higher order, so "newer" appears only if steps run by order,
+	// not by id.
+	_, renamePlugin := e.install("https://github.com/personhub/plugin-property-rename", "", 5, `{"from":"new","to":"newer"}`)
+	rename := uint64(e.call(201, "POST", fmt.Sprintf("/api/projects/%d/plugin_configs/", e.projectA.ID),
+		fmt.Sprintf(`{"plugin":%d,"enabled":true,"order":2,"config":{"from":"old","to":"new"}}`, renamePlugin))["id"].(float64))
 	tagger, taggerPlugin := e.install("", taggerTS, 3, `{"tag":"x"}`)
 	bad, _ := e.install("", badTS, 4, `{}`)
 	e.capture(ev("junk", "u1", `{"old":2}`), ev("pageview", "u1", `{"old":3}`), ev("boom", "u2", `{"old":4}`),
@@ -51,9 +56,9 @@ func TestTransformationsOnIngest(t *testing.T) {
 	got := storedEvents(t, e.store, e.projectA.ID)
 	want := []string{
 		`pageview u1 {"old":1}`,
-		`pageview u1 {"$set":{"tagged":"x"},"new":3,"tag":"x"}`,
-		`boom u2 {"$set":{"tagged":"x"},"new":4,"tag":"x"}`,
-		`loop u2 {"$set":{"tagged":"x"},"new":5,"tag":"x"}`,
+		`pageview u1 {"$set":{"tagged":"x"},"newer":3,"tag":"x"}`,
+		`boom u2 {"$set":{"tagged":"x"},"newer":4,"tag":"x"}`,
+		`loop u2 {"$set":{"tagged":"x"},"newer":5,"tag":"x"}`,
 		`signup u2 {"$set":{"tagged":"x"},"keep":6,"tag":"x"}`,
 	}
 	if !slices.Equal(got, want) {
