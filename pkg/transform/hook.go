@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -66,80 +67,71 @@ func NewHook(ctx context.Context, js jetstream.JetStream, rt *Runtime, replicas 
 	return h, nil
 }
 
-// Transform implements ingest.Hook.
+// Transform implements ingest.Hook. Projects are independent (a chain
+// and its configs belong to one project), so their events run on all
+// cores, each project's in stream order.
 func (h *Hook) Transform(ctx context.Context, in []ingest.HookInput) ([]fold.Input, error) {
 	if len(in) == 0 {
 		return nil, nil
 	}
-	out := make([]fold.Input, 0, len(in))
-	var recs []outcome
 	mark := h.rec.markAt()
-	ran := false
-	counted := map[uint64]bool{}
-	for _, x := range in {
-		switch {
-		case x.Event.Event == event.SetTransformations:
-			if x.Command {
-				recs = h.setChain(x, recs)
-			}
-			continue
-		case x.Command:
-			// Person writes through the API are not transformed.
-			out = append(out, x.Input)
-			continue
+	var order []uint64
+	byProject := map[uint64][]int{}
+	for i, x := range in {
+		if _, ok := byProject[x.ProjectID]; !ok {
+			order = append(order, x.ProjectID)
 		}
-		refs, at := h.chains.At(x.ProjectID, x.Seq)
-		if len(refs) == 0 {
-			out = append(out, x.Input)
-			continue
-		}
-		steps, err := h.resolve(ctx, x.ProjectID, at, refs)
-		if err != nil {
-			return nil, err // the version store is unreachable: retried
-		}
-		ev, err := FromEnvelope(x.ProjectID, &x.Event)
-		if err != nil {
-			h.log.Error("transformation skipped: event not in plugin shape", "seq", x.Seq, "err", err)
-			out = append(out, x.Input)
-			continue
-		}
-		versions := make(map[uint64]string, len(refs))
-		for _, r := range refs {
-			versions[r.ConfigID] = r.Version
-		}
-		ran = ran || x.Seq > mark
-		res := h.rt.RunPlanned(ctx, steps, ev, h.rec.plan(x.Seq, versions, h.long))
-		if ctx.Err() != nil {
-			// A step cut short by the stop is no outcome of the event.
-			return nil, ctx.Err()
-		}
-		changed := false
-		for _, s := range res.Steps {
-			changed = changed || s.Outcome == OutcomeOK
-			if s.Outcome != OutcomeSkipped {
-				counted[s.ConfigID] = true
-			}
-			if s.Interrupted {
-				if x.Seq <= mark {
-					h.log.Error("transformation interrupted on a refold although it once ran in time; recorded, the outcome may differ from the first run", "seq", x.Seq, "plugin_config_id", s.ConfigID)
+		byProject[x.ProjectID] = append(byProject[x.ProjectID], i)
+	}
+	keep := make([]bool, len(in))
+	outs := make([]fold.Input, len(in))
+	workers := min(runtime.GOMAXPROCS(0), len(order))
+	accs := make([]batchAcc, workers)
+	next := make(chan uint64, len(order))
+	for _, p := range order {
+		next <- p
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for w := range workers {
+		accs[w].counted = map[uint64]bool{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range next {
+				if accs[w].err != nil {
+					return
 				}
-				recs = append(recs, outcome{Kind: recordFailure, Project: x.ProjectID, Seq: x.Seq, ConfigID: s.ConfigID, Version: versions[s.ConfigID], Error: s.Error})
+				for _, i := range byProject[p] {
+					if outs[i], keep[i], accs[w].err = h.one(ctx, in[i], mark, &accs[w]); accs[w].err != nil {
+						break
+					}
+				}
 			}
+		}()
+	}
+	wg.Wait()
+	var recs []outcome
+	counted := map[uint64]bool{}
+	ran := false
+	for _, a := range accs {
+		if a.err != nil {
+			return nil, a.err
 		}
-		if res.Event == nil {
-			continue // dropped: folds nothing, no events row
+		recs = append(recs, a.recs...)
+		ran = ran || a.ran
+		for id := range a.counted {
+			counted[id] = true
 		}
-		if changed {
-			pe, err := res.Event.Parsed()
-			if err != nil { // checked per step already; kept as a guard
-				h.log.Error("transformed event refused", "seq", x.Seq, "err", err)
-			} else {
-				x.Event = pe
-			}
+	}
+	out := make([]fold.Input, 0, len(in))
+	for i := range in {
+		if keep[i] {
+			out = append(out, outs[i])
 		}
-		out = append(out, x.Input)
 	}
 	if last := in[len(in)-1].Seq; ran && last > mark {
+		// After the failure records: the mark says they are all written.
 		recs = append(recs, outcome{Kind: recordMark, Seq: last})
 	}
 	if len(recs) > 0 {
@@ -158,6 +150,78 @@ func (h *Hook) Transform(ctx context.Context, in []ingest.HookInput) ([]fold.Inp
 		}
 	}
 	return out, nil
+}
+
+// batchAcc is what one worker learned about the batch: records to write,
+// configs that ran, whether an event above the mark ran.
+type batchAcc struct {
+	recs    []outcome
+	counted map[uint64]bool
+	ran     bool
+	err     error
+}
+
+// one transforms one message: the input to fold, and false when it folds
+// nothing (dropped, or a chain command).
+func (h *Hook) one(ctx context.Context, x ingest.HookInput, mark uint64, acc *batchAcc) (fold.Input, bool, error) {
+	switch {
+	case x.Event.Event == event.SetTransformations:
+		if x.Command {
+			acc.recs = h.setChain(x, acc.recs)
+		}
+		return x.Input, false, nil
+	case x.Command:
+		// Person writes through the API are not transformed.
+		return x.Input, true, nil
+	}
+	refs, at := h.chains.At(x.ProjectID, x.Seq)
+	if len(refs) == 0 {
+		return x.Input, true, nil
+	}
+	steps, err := h.resolve(ctx, x.ProjectID, at, refs)
+	if err != nil {
+		return x.Input, false, err // the version store is unreachable: retried
+	}
+	ev, err := FromEnvelope(x.ProjectID, &x.Event)
+	if err != nil {
+		h.log.Error("transformation skipped: event not in plugin shape", "seq", x.Seq, "err", err)
+		return x.Input, true, nil
+	}
+	versions := make(map[uint64]string, len(refs))
+	for _, r := range refs {
+		versions[r.ConfigID] = r.Version
+	}
+	acc.ran = acc.ran || x.Seq > mark
+	res := h.rt.RunPlanned(ctx, steps, ev, h.rec.plan(x.Seq, versions, h.long))
+	if ctx.Err() != nil {
+		// A step cut short by the stop is no outcome of the event.
+		return x.Input, false, ctx.Err()
+	}
+	changed := false
+	for _, s := range res.Steps {
+		changed = changed || s.Outcome == OutcomeOK
+		if s.Outcome != OutcomeSkipped {
+			acc.counted[s.ConfigID] = true
+		}
+		if s.Interrupted {
+			if x.Seq <= mark {
+				h.log.Error("transformation interrupted on a refold although it once ran in time; recorded, the outcome may differ from the first run", "seq", x.Seq, "plugin_config_id", s.ConfigID)
+			}
+			acc.recs = append(acc.recs, outcome{Kind: recordFailure, Project: x.ProjectID, Seq: x.Seq, ConfigID: s.ConfigID, Version: versions[s.ConfigID], Error: s.Error})
+		}
+	}
+	if res.Event == nil {
+		return x.Input, false, nil // dropped: folds nothing, no events row
+	}
+	if changed {
+		pe, err := res.Event.Parsed()
+		if err != nil { // checked per step already; kept as a guard
+			h.log.Error("transformed event refused", "seq", x.Seq, "err", err)
+		} else {
+			x.Event = pe
+		}
+	}
+	return x.Input, true, nil
 }
 
 // setChain folds a chain command: the chain applies from the next

@@ -123,3 +123,60 @@ func TestInterruptionsAreFactsOfTheLog(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// TestProjectsInOneBatch: events of several projects interleaved in a
+// batch run each through its own project's chain (on all cores), and come
+// out in stream order, dropped ones left out.
+func TestProjectsInOneBatch(t *testing.T) {
+	ctx := context.Background()
+	n, vs := natsVersions(t)
+	src := `export function processEvent(e, {config}) { if (e.event === 'drop') return null; e.properties.tag = config.tag; return e }`
+	var in []ingest.HookInput
+	seq := uint64(0)
+	add := func(project uint64, body string, command bool) {
+		seq++
+		ev, err := event.Parse([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in = append(in, ingest.HookInput{Input: fold.Input{ProjectID: project, Seq: seq, Event: ev}, Command: command})
+	}
+	for p := uint64(1); p <= 4; p++ {
+		v, err := vs.Put(ctx, Version{Filename: "index.js", Source: src, Config: map[string]any{"tag": fmt.Sprint(p)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		add(p, fmt.Sprintf(`{"uuid":"0190c6c5-0000-7000-8000-1%011d","event":%q,"distinct_id":"$transformations","timestamp":"2026-11-20T10:00:00Z","properties":{%q:[{"plugin_config_id":%d,"order":1,"version":%q}]}}`,
+			p, event.SetTransformations, event.PropTransformations, p, v), true)
+	}
+	var want []string
+	for i := range 200 {
+		p := uint64(i%4 + 1)
+		name := "e"
+		if i%5 == 0 {
+			name = "drop"
+		} else {
+			want = append(want, fmt.Sprintf("%d:%d:%d", p, seq+1, p))
+		}
+		add(p, fmt.Sprintf(`{"uuid":"0190c6c5-0000-7000-8000-2%011d","event":%q,"distinct_id":"d","timestamp":"2026-11-20T10:00:00Z"}`, i, name), false)
+	}
+	h, err := NewHook(ctx, n.JS, New(Limits{}, slog.New(slog.DiscardHandler), nil), 1, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.Transform(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range out {
+		var props map[string]any
+		if err := json.Unmarshal(o.Event.PropertiesRaw, &props); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%d:%d:%v", o.ProjectID, o.Seq, props["tag"]))
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v\nwant %v", got, want)
+	}
+}
