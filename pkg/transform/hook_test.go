@@ -16,7 +16,7 @@ import (
 // slowTS takes a few hundred milliseconds on event "slow" (a counted loop:
 // Date.now() is the event's time), and tags every event.
 const slowTS = `export function processEvent(e) {
-  if (e.event === 'slow') { let x = 0; for (let i = 0; i < 3000000; i++) { x += i } }
+  if (e.event === 'slow') { let x = 0; for (let i = 0; i < 5000000; i++) { x += i } }
   e.properties.ran = true
   return e
 }`
@@ -74,9 +74,12 @@ func TestInterruptionsAreFactsOfTheLog(t *testing.T) {
 		return h
 	}
 	log := hookLog(t, v, "fast", "slow", "fast")
+	// tight is well above a fast event's time (tens of microseconds, but
+	// the machine may be loaded) and well below the slow one's.
+	const tight = 50 * time.Millisecond
 
 	// First run, tight limit: the slow event times out (kept unchanged).
-	out, err := process(10*time.Millisecond).Transform(ctx, log)
+	out, err := process(tight).Transform(ctx, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +109,7 @@ func TestInterruptionsAreFactsOfTheLog(t *testing.T) {
 	// A restart knows the chain from the record (no chain command in
 	// this range) and both outcomes.
 	all := hookLog(t, v, "fast", "slow", "fast", "slow")[1:]
-	out, err = process(10*time.Millisecond).Transform(ctx, all)
+	out, err = process(tight).Transform(ctx, all)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +118,7 @@ func TestInterruptionsAreFactsOfTheLog(t *testing.T) {
 	}
 	// Beyond the mark the limit applies as it is, and is recorded.
 	beyond := hookLog(t, v, "fast", "slow", "fast", "slow", "slow")[5:]
-	h := process(10 * time.Millisecond)
+	h := process(tight)
 	if out, err = h.Transform(ctx, beyond); err != nil || ran(out) != "slow- " {
 		t.Fatalf("beyond the mark: %s %v", ran(out), err)
 	}
