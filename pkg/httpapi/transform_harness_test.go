@@ -109,7 +109,9 @@ func (e *transformEnv) runIngester(store *chstore.Store, consumer string) (*prom
 	ctx, cancel := context.WithCancel(context.Background())
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	hook, err := transform.NewIngestHook(ctx, e.nats.JS, 1, log, reg)
+	// A limit five times the default: a loaded test machine must not time
+	// out ordinary calls (the looping plugin still meets it).
+	hook, err := transform.NewHook(ctx, e.nats.JS, transform.New(transform.Limits{Timeout: 500 * time.Millisecond}, log, reg), 1, log, reg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
