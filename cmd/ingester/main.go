@@ -25,6 +25,7 @@ import (
 	"github.com/personhub/personhub/pkg/appconfig"
 	"github.com/personhub/personhub/pkg/ingest"
 	"github.com/personhub/personhub/pkg/stream"
+	"github.com/personhub/personhub/pkg/transform"
 )
 
 func main() {
@@ -105,6 +106,12 @@ func run(args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Enabled transformations run on every event before the fold
+	// (docs/plugins.md, "Running transformations"). One hook serves every
+	// partition this process runs: its records are per project.
+	if o.cfg.Hook, err = transform.NewIngestHook(ctx, js, o.cfg.Streams.Replicas, log, reg); err != nil {
+		return err
+	}
 	ings, err := newIngesters(o, js, store, log, reg)
 	if err != nil {
 		return err

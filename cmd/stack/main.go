@@ -30,6 +30,7 @@ import (
 	"github.com/personhub/personhub/pkg/ingest"
 	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/stream"
+	"github.com/personhub/personhub/pkg/transform"
 )
 
 type config struct {
@@ -156,7 +157,12 @@ func run() error {
 
 	// 3. Ingester and API, each stopping in order on Ctrl-C.
 	reg := prometheus.NewRegistry()
-	ing, err := ingest.New(ingest.DefaultConfig(), js, store, root.With("component", "ingester"), reg)
+	ingCfg := ingest.DefaultConfig()
+	// Enabled transformations run on every event before the fold.
+	if ingCfg.Hook, err = transform.NewIngestHook(ctx, js, 1, root.With("component", "ingester"), reg); err != nil {
+		return err
+	}
+	ing, err := ingest.New(ingCfg, js, store, root.With("component", "ingester"), reg)
 	if err != nil {
 		return err
 	}

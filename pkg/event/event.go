@@ -389,3 +389,10 @@ func dedupe(keys []string) []string {
 	}
 	return out
 }
+
+// TopLevel returns $set, $set_once and $unset as received at the top level
+// of the envelope (nil when absent): a transformation gets the event in
+// PostHog's plugin shape, where $set and $set_once are top-level fields.
+func (e *Event) TopLevel() (set, setOnce, unset json.RawMessage) {
+	return e.top[0], e.top[1], e.top[2]
+}

@@ -39,6 +39,12 @@ const (
 	// RemoveFromStaticCohort ends the membership of each distinct id in
 	// PropCohortDistinctIDs in static cohort PropCohortID.
 	RemoveFromStaticCohort = "$remove_from_static_cohort"
+	// SetTransformations sets the project's transformation chain, from
+	// this point of the log on, to PropTransformations: a JSON array of
+	// content-addressed steps (transform.Ref). The ingester consumes it
+	// (it folds nothing and writes no events row); docs/architecture.md,
+	// "Transformations".
+	SetTransformations = "$set_transformations"
 )
 
 // Properties of command events.
@@ -54,6 +60,10 @@ const (
 	// member distinct ids of the static cohort commands.
 	PropCohortID          = "$cohort_id"
 	PropCohortDistinctIDs = "$cohort_distinct_ids"
+	// PropTransformations is SetTransformations' chain. Not reserved: it
+	// means something only on that (reserved) command, and clients may
+	// have used the name.
+	PropTransformations = "$transformations"
 )
 
 // MaxSplitPerEvent is the most distinct ids one $split_person moves; the
@@ -73,7 +83,7 @@ type Actor struct {
 }
 
 // ReservedEvents are the command names: only the API may publish them.
-var ReservedEvents = []string{DeletePerson, DeletePersonEvents, SplitPerson, ResetPersonDistinctID, AddToStaticCohort, RemoveFromStaticCohort}
+var ReservedEvents = []string{DeletePerson, DeletePersonEvents, SplitPerson, ResetPersonDistinctID, AddToStaticCohort, RemoveFromStaticCohort, SetTransformations}
 
 // ReservedProperties are the properties only commands may carry. They mean
 // nothing on an ordinary event except PropActor, which would write the

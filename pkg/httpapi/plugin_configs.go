@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/personhub/personhub/pkg/plugin"
@@ -20,6 +21,9 @@ type pluginConfigJSON struct {
 	Deleted     bool           `json:"deleted"`
 	CreatedAt   string         `json:"created_at"`
 	UpdatedAt   string         `json:"updated_at"`
+	// Metrics are the ingester's counts of the config's runs (config
+	// routes only; null when they cannot be read).
+	Metrics *plugin.ConfigMetrics `json:"metrics,omitempty"`
 }
 
 func toPluginConfigJSON(c plugin.Config) pluginConfigJSON {
@@ -31,6 +35,22 @@ func toPluginConfigJSON(c plugin.Config) pluginConfigJSON {
 	return pluginConfigJSON{ID: c.ID, Plugin: c.PluginID, Enabled: c.Enabled, Order: c.Order, Config: cfg,
 		TeamID: c.ProjectID, Name: c.Name, Description: c.Description, Deleted: c.Deleted,
 		CreatedAt: c.CreatedAt.UTC().Format(ts), UpdatedAt: c.UpdatedAt.UTC().Format(ts)}
+}
+
+// configJSON returns toPluginConfigJSON with the config's metrics. A
+// bucket that cannot be read shows no metrics rather than failing the
+// request: the config itself was read.
+func (a *API) configJSON(ctx context.Context) func(plugin.Config) pluginConfigJSON {
+	return func(c plugin.Config) pluginConfigJSON {
+		out := toPluginConfigJSON(c)
+		m, err := a.plugins.ConfigMetrics(ctx, c.ID)
+		if err != nil {
+			a.log.Warn("plugin config metrics unreadable", "plugin_config_id", c.ID, "err", err)
+			return out
+		}
+		out.Metrics = &m
+		return out
+	}
 }
 
 // configTarget checks the project (the key's organization's) and returns
@@ -78,7 +98,7 @@ func (a *API) listPluginConfigs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writePage(a, w, r, win, all, toPluginConfigJSON)
+	writePage(a, w, r, win, all, a.configJSON(r.Context()))
 	return nil
 }
 
@@ -100,7 +120,7 @@ func (a *API) createPluginConfig(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, toPluginConfigJSON(c))
+	writeJSON(w, http.StatusCreated, a.configJSON(r.Context())(c))
 	return nil
 }
 
@@ -114,7 +134,7 @@ func (a *API) getPluginConfig(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toPluginConfigJSON(c))
+	writeJSON(w, http.StatusOK, a.configJSON(r.Context())(c))
 	return nil
 }
 
@@ -136,7 +156,7 @@ func (a *API) patchPluginConfig(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toPluginConfigJSON(c))
+	writeJSON(w, http.StatusOK, a.configJSON(r.Context())(c))
 	return nil
 }
 

@@ -36,11 +36,7 @@ func (a *API) testPluginConfig(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	steps := make([]transform.Step, len(links))
-	for i, l := range links {
-		steps[i] = transform.Step(l)
-	}
-	res, err := a.transforms.DryRun(r.Context(), steps, ev)
+	res, err := a.transforms.DryRun(r.Context(), transform.Steps(links), ev)
 	if err != nil {
 		return err
 	}

@@ -63,6 +63,9 @@ type Config struct {
 	// no bound. A fold rule: replays must use the same value to get the
 	// same persons.
 	MaxPersonBytes int
+	// Hook, when set, transforms each batch's events before the fold
+	// (hook.go). Not a setting: the composition root sets it.
+	Hook Hook
 	// ShutdownGrace is how long after Run's context is cancelled the
 	// batch in hand may still take to commit (retries included). Past it
 	// the batch is abandoned unacknowledged, so a dead ClickHouse cannot
@@ -434,19 +437,27 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 			inputs = append(inputs, p.in)
 		}
 	}
+	// foldable: the batch has messages to commit, even when the hook
+	// leaves none to fold (all dropped, or its own commands).
+	foldable := len(inputs) > 0
+	var firstSeq uint64
+	if foldable {
+		firstSeq = inputs[0].Seq
+	}
+	inputs, err := i.transform(ctx, batch, inputs)
+	if err != nil {
+		return err
+	}
 	if err := i.folder.Prepare(ctx, inputs); err != nil {
 		return err
 	}
 	events := make([]chstore.EventRow, 0, len(inputs))
-	for _, p := range batch {
-		if p.skip || p.dead != "" {
-			continue
-		}
-		res, err := i.folder.Apply(ctx, p.in)
+	for k := range inputs {
+		res, err := i.folder.Apply(ctx, inputs[k])
 		if err != nil {
 			return err
 		}
-		events = append(events, eventRow(&p.in, res))
+		events = append(events, eventRow(&inputs[k], res))
 	}
 	last := batch[len(batch)-1].seq
 	if through := i.folder.CommitThrough(); through > last {
@@ -460,7 +471,7 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 	if err := i.deadLetter(ctx, batch); err != nil {
 		return err
 	}
-	if len(inputs) > 0 {
+	if foldable {
 		// Written only under the lease, and only for as long as it
 		// surely holds (lease.go).
 		wctx, release, err := i.lease.fence(ctx)
@@ -470,7 +481,7 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 		defer release()
 		ctx := wctx
 		wstart := time.Now()
-		marker := chstore.BatchMarker{Consumer: i.cfg.Consumer, FirstSeq: inputs[0].Seq, LastSeq: last, Events: len(events)}
+		marker := chstore.BatchMarker{Consumer: i.cfg.Consumer, FirstSeq: firstSeq, LastSeq: last, Events: len(events)}
 		write, err := i.unwritten(ctx, events)
 		if err != nil {
 			return err

@@ -51,6 +51,9 @@ type Event struct {
 	Plugin         *Plugin   `json:"plugin,omitempty"`        // url without private_token
 	Config         *Config   `json:"plugin_config,omitempty"` // secret values masked
 	Files          []string  `json:"files,omitempty"`         // source files changed
+	// projects whose chains to publish when not the config's project nor
+	// those configuring the plugin now (an uninstall: its configs are gone).
+	projects []uint64
 }
 
 // Subject is where an event of kind about an organization's plugin goes.
@@ -80,6 +83,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream) error {
 // stores it once; if every try fails the change stands (the KV buckets are
 // the record) and the failure is logged and counted.
 func (s *Service) announce(ctx context.Context, actor Actor, ev Event) {
+	s.publishChains(ctx, ev)
 	ev.ID = uuid.NewString()
 	ev.OccurredAt = time.Now().UTC()
 	ev.KeyID = actor.KeyID

@@ -44,7 +44,7 @@ func (c *Settings) Bind(fs *flag.FlagSet) {
 
 // Open builds the service from the settings; activity goes to the
 // activity_log table on conn.
-func (c Settings) Open(ctx context.Context, js jetstream.JetStream, orgs Organizations, conn driver.Conn, logger *slog.Logger, reg prometheus.Registerer) (*Service, error) {
+func (c Settings) Open(ctx context.Context, js jetstream.JetStream, orgs Organizations, conn driver.Conn, chains ChainPublisher, logger *slog.Logger, reg prometheus.Registerer) (*Service, error) {
 	src, err := repository.Open(c.Repository)
 	if err != nil {
 		return nil, err
@@ -55,7 +55,7 @@ func (c Settings) Open(ctx context.Context, js jetstream.JetStream, orgs Organiz
 			global = append(global, id)
 		}
 	}
-	return Open(ctx, js, Options{Source: src, LocalDir: c.LocalDir, GlobalOrganizations: global, Activity: activity.New(conn)}, orgs, logger, reg)
+	return Open(ctx, js, Options{Source: src, LocalDir: c.LocalDir, GlobalOrganizations: global, Activity: activity.New(conn), Chains: chains}, orgs, logger, reg)
 }
 
 // Options configure the service.
@@ -64,6 +64,9 @@ type Options struct {
 	LocalDir            string            // "" disables local (file:) plugins
 	GlobalOrganizations []string          // may set is_global
 	Activity            *activity.Log     // nil: no activity is recorded
+	// Chains, when set, gets a project's transformation chain after every
+	// change that may change it (chain.go).
+	Chains ChainPublisher
 }
 
 // Service is the plugin domain over JetStream. Safe for concurrent use.
@@ -79,6 +82,9 @@ type Service struct {
 	orgNames        sync.Map // organization id -> name (names never change)
 	published       *prometheus.CounterVec
 	publishFailures prometheus.Counter
+	chains          ChainPublisher
+	chainLock       chainLocks
+	chainFailures   prometheus.Counter
 }
 
 // Open creates or binds the buckets, the object store and the event
@@ -88,6 +94,14 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Options, orgs Organiz
 	if err != nil {
 		return nil, err
 	}
+	go func() { // chains a stopped process (or an older version) left unpublished
+		pctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.PublishAllChains(pctx); err != nil {
+			s.chainFailures.Inc()
+			s.log.Error("transformation chains not all published at start", "err", err)
+		}
+	}()
 	go func() { // remove source files a stopped process left behind
 		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -116,13 +130,14 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Options, orgs Organiz
 		cfg.Source = repository.Builtin()
 	}
 	s := &Service{js: js, st: st, src: cfg.Source, localDir: cfg.LocalDir, global: map[string]bool{},
-		orgs: orgs, activity: cfg.Activity, log: logger.With("component", "plugin")}
+		orgs: orgs, activity: cfg.Activity, chains: cfg.Chains, log: logger.With("component", "plugin")}
 	for _, id := range cfg.GlobalOrganizations {
 		s.global[id] = true
 	}
 	s.published = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "plugin", Name: "events_published_total", Help: "Plugin change events published, by kind."}, []string{"kind"})
 	s.publishFailures = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "plugin", Name: "event_publish_failures_total", Help: "Plugin changes stored whose event could not be published."})
-	reg.MustRegister(s.published, s.publishFailures)
+	s.chainFailures = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "plugin", Name: "chain_publish_failures_total", Help: "Plugin changes stored whose project transformation chain could not be published on the log."})
+	reg.MustRegister(s.published, s.publishFailures, s.chainFailures)
 	return s, nil
 }
 
@@ -315,9 +330,12 @@ func (s *Service) Delete(ctx context.Context, actor Actor, id uint64) error {
 		if err != nil {
 			return fmt.Errorf("plugin: delete %d: %w", id, err)
 		}
+		// The projects to publish chains for are known only before the
+		// cleanup removes the plugin's configs.
+		projects := s.projectsOf(ctx, id)
 		s.cleanup(ctx, p)
 		s.pluginActivity(ctx, actor, p, "uninstalled", nil)
-		s.announce(ctx, actor, Event{Kind: KindUninstalled, OrganizationID: p.OrganizationID, PluginID: id, Plugin: &p})
+		s.announce(ctx, actor, Event{Kind: KindUninstalled, OrganizationID: p.OrganizationID, PluginID: id, Plugin: &p, projects: projects})
 		return nil
 	}
 	return errConflict

@@ -37,6 +37,7 @@ var errConflict = errors.New("plugin: too many concurrent updates; try again")
 
 type store struct {
 	plugins, configs, urls, seqs jetstream.KeyValue
+	metrics                      jetstream.KeyValue // BucketConfigMetrics, written by the ingester
 	sources                      jetstream.ObjectStore
 }
 
@@ -54,6 +55,9 @@ func openStore(ctx context.Context, js jetstream.JetStream) (*store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("plugin: open bucket %s: %w", b.name, err)
 		}
+	}
+	if s.metrics, err = OpenConfigMetrics(ctx, js); err != nil {
+		return nil, err
 	}
 	s.sources, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: ObjectSources, Storage: jetstream.FileStorage})
 	if errors.Is(err, jetstream.ErrBucketExists) {

@@ -1,10 +1,14 @@
 package transform
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
+
+	"github.com/personhub/personhub/pkg/plugin"
 )
 
 // Ref is one step of a chain command: a plugin config in one version.
@@ -42,14 +46,14 @@ func isHash(s string) bool {
 	return true
 }
 
-// Chains is each project's chain as of the last chain command folded, and
-// that command's stream sequence. The ingester sets it when it folds a
-// chain command and reads it for every later event of the project, so the
-// chain an event gets is fixed by its position in the log. Safe for
-// concurrent use.
+// Chains is each project's chain as of every chain command folded: a
+// history, so the chain an event gets is fixed by its position in the log
+// (the last command below its sequence), whatever order batches are
+// folded, refolded or replayed in. Chain changes are rare, so the history
+// is small. Safe for concurrent use.
 type Chains struct {
 	mu sync.Mutex
-	m  map[uint64]chainAt
+	m  map[uint64][]chainAt // by project, ascending seq
 }
 
 type chainAt struct {
@@ -58,28 +62,33 @@ type chainAt struct {
 }
 
 // NewChains returns an empty tracker (every project without steps).
-func NewChains() *Chains { return &Chains{m: map[uint64]chainAt{}} }
+func NewChains() *Chains { return &Chains{m: map[uint64][]chainAt{}} }
 
-// Set records the chain command at seq. A command at or below the
-// sequence already recorded (a redelivery) changes nothing and answers
-// false.
+// Set records the chain command at seq. A command already recorded (a
+// redelivery, a refold) changes nothing and answers false.
 func (c *Chains) Set(project, seq uint64, refs []Ref) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cur, ok := c.m[project]; ok && seq <= cur.seq {
+	h := c.m[project]
+	i, found := slices.BinarySearchFunc(h, seq, func(a chainAt, s uint64) int { return cmp.Compare(a.seq, s) })
+	if found {
 		return false
 	}
-	c.m[project] = chainAt{seq: seq, refs: refs}
+	c.m[project] = slices.Insert(h, i, chainAt{seq: seq, refs: refs})
 	return true
 }
 
-// At returns the project's chain and the sequence of the command that set
-// it (0: none yet, no steps).
-func (c *Chains) At(project uint64) ([]Ref, uint64) {
+// At returns the chain in force for an event of the project at seq, and
+// the sequence of the command that set it (0: none, no steps).
+func (c *Chains) At(project, seq uint64) ([]Ref, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cur := c.m[project]
-	return cur.refs, cur.seq
+	h := c.m[project]
+	i, _ := slices.BinarySearchFunc(h, seq, func(a chainAt, s uint64) int { return cmp.Compare(a.seq, s) })
+	if i == 0 {
+		return nil, 0
+	}
+	return h[i-1].refs, h[i-1].seq
 }
 
 // Resolve reads the versions of refs into runnable steps.
@@ -90,7 +99,16 @@ func Resolve(ctx context.Context, vs *Versions, refs []Ref) ([]Step, error) {
 		if err != nil {
 			return nil, err
 		}
-		steps = append(steps, Step{ConfigID: r.ConfigID, PluginID: r.PluginID, Order: r.Order, Filename: v.Filename, Source: v.Source, Config: v.Config})
+		steps = append(steps, Step{ConfigID: r.ConfigID, PluginID: r.PluginID, Order: r.Order, Filename: v.Filename, Source: v.Source, Config: v.Config, hash: r.Version})
 	}
 	return steps, nil
+}
+
+// Steps are a chain read from the plugin store as runnable steps.
+func Steps(links []plugin.Link) []Step {
+	steps := make([]Step, len(links))
+	for i, l := range links {
+		steps[i] = Step{ConfigID: l.ConfigID, PluginID: l.PluginID, Order: l.Order, Filename: l.Filename, Source: l.Source, Config: l.Config}
+	}
+	return steps
 }

@@ -33,7 +33,7 @@ func replay(t *testing.T, ctx context.Context, js *testenv.NATS, log []logEntry)
 			chains.Set(7, e.seq, e.refs)
 			continue
 		}
-		refs, _ := chains.At(7)
+		refs, _ := chains.At(7, e.seq)
 		steps, err := Resolve(ctx, vs, refs)
 		if err != nil {
 			t.Fatal(err)
@@ -49,11 +49,7 @@ func replay(t *testing.T, ctx context.Context, js *testenv.NATS, log []logEntry)
 // though the config changed in between.
 func TestReplayAfterConfigChange(t *testing.T) {
 	ctx := context.Background()
-	n := testenv.StartNATS(t, "")
-	vs, err := OpenVersions(ctx, n.JS)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, vs := natsVersions(t)
 	src := `export function processEvent(e, {config}) { e.properties.tag = config.tag; return e }`
 	v1, err := vs.Put(ctx, Version{Filename: "index.ts", Source: src, Config: map[string]any{"tag": "one"}})
 	if err != nil {
@@ -126,4 +122,15 @@ func TestVersionTamperingAndRefs(t *testing.T) {
 			t.Fatalf("accepted %s", s)
 		}
 	}
+}
+
+// natsVersions starts a JetStream server and opens the version store on it.
+func natsVersions(tb testing.TB) (*testenv.NATS, *Versions) {
+	tb.Helper()
+	n := testenv.StartNATS(tb, "")
+	vs, err := OpenVersions(context.Background(), n.JS)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n, vs
 }

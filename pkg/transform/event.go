@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/personhub/personhub/pkg/event"
 )
 
 // Event is PostHog's plugin event shape, what processEvent receives and
@@ -23,6 +25,10 @@ type Event struct {
 	TeamID     uint64         `json:"team_id"`
 	Set        map[string]any `json:"$set,omitempty"`
 	SetOnce    map[string]any `json:"$set_once,omitempty"`
+	// parsed is the event as the ingester folds it, when a step's check
+	// computed it (Parsed): encoding and parsing it again cost as much as
+	// the check.
+	parsed *event.Event
 }
 
 // ErrShape is a processEvent result that is not an event; the event stays
@@ -62,5 +68,10 @@ func decodeResult(text []byte, in Event) (Event, error) {
 	if out.Properties == nil {
 		out.Properties = map[string]any{}
 	}
+	pe, err := checkEnvelope(out, in)
+	if err != nil {
+		return in, err
+	}
+	out.parsed = pe
 	return out, nil
 }

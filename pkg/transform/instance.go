@@ -175,9 +175,11 @@ func settle(v goja.Value, err error) error {
 }
 
 // bounded runs f with the time and heap limits armed (watch).
-func (in *instance) bounded(f func() error) error {
+func (in *instance) bounded(f func() error) error { return in.boundedBy(in.limits, f) }
+
+func (in *instance) boundedBy(l Limits, f func() error) error {
 	stop, done := make(chan struct{}), make(chan struct{})
-	go watch(in.vm, in.limits, stop, done)
+	go watch(in.vm, l, stop, done)
 	err := f()
 	close(stop)
 	// The watcher may be interrupting right now: an interrupt set after
@@ -210,9 +212,13 @@ func (in *instance) seed(uuid string) {
 	in.rng = rand.New(rand.NewPCG(h.Sum64(), 0))
 }
 
-// call calls processEvent(event, meta). A nil event with a nil error is
-// a drop.
-func (in *instance) call(ev Event) (*Event, error) {
+// call calls processEvent(event, meta) with the time limit timeout (0:
+// Limits.Timeout). A nil event with a nil error is a drop.
+func (in *instance) call(ev Event, timeout time.Duration) (*Event, error) {
+	lim := in.limits
+	if timeout > 0 {
+		lim.Timeout = timeout
+	}
 	in.event = ev
 	in.seed(ev.UUID)
 	text, err := json.Marshal(ev)
@@ -221,7 +227,7 @@ func (in *instance) call(ev Event) (*Event, error) {
 	}
 	var out []byte
 	var dropped bool
-	err = in.bounded(func() error {
+	err = in.boundedBy(lim, func() error {
 		arg, err := in.parse(goja.Undefined(), in.vm.ToValue(string(text)))
 		if err != nil {
 			return err

@@ -27,7 +27,7 @@ func TestLateInterruptDoesNotLeak(t *testing.T) {
 		in.limits.Timeout = limit
 		_ = in.bounded(func() error { time.Sleep(limit); return nil })
 		in.limits.Timeout = time.Second
-		if _, err := in.call(sample("pageview")); err != nil {
+		if _, err := in.call(sample("pageview"), 0); err != nil {
 			late++
 		}
 	}

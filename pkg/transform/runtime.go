@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -27,11 +28,17 @@ type Step struct {
 	Filename string         // the entry file's name (index.ts, index.js, ...)
 	Source   string         // the entry file
 	Config   map[string]any // secrets included; never logged
+	// hash is version(), when known (a resolved Ref): computing it hashes
+	// the source and encodes the config, per event otherwise.
+	hash string
 }
 
 // version identifies a step's code and config: an instance is rebuilt
 // (setupPlugin runs again) when either changes.
 func (s Step) version() string {
+	if s.hash != "" {
+		return s.hash
+	}
 	h := sha256.New()
 	cfg, _ := json.Marshal(s.Config) // map keys are sorted: stable
 	for _, part := range [][]byte{[]byte(s.Filename), {0}, []byte(s.Source), {0}, cfg} {
@@ -58,7 +65,26 @@ type StepResult struct {
 	Duration time.Duration `json:"-"`
 	// Millis is Duration for JSON answers (the dry run).
 	Millis float64 `json:"duration_ms"`
+	// Interrupted: this run stopped the step at its time or memory limit,
+	// a fact of this run rather than of the event (the ingester records
+	// it, see Plan). Recorded: the failure was a recorded one, applied
+	// without running.
+	Interrupted bool `json:"-"`
+	Recorded    bool `json:"-"`
 }
+
+// Plan says how a step runs on one event. Recorded, when not empty, is the
+// error of an interruption recorded for this event and step by an earlier
+// run: applied without running, so a replay gets that run's outcome.
+// Timeout, when positive, replaces Limits.Timeout (a replay re-runs with a
+// much larger one a step that once finished in time).
+type Plan struct {
+	Recorded string
+	Timeout  time.Duration
+}
+
+// ErrRecorded is a step failure applied from the record of an earlier run.
+var ErrRecorded = errors.New("recorded failure of an earlier run")
 
 // Result is a chain's output: the event to store (nil: dropped) and each
 // step.
@@ -75,7 +101,28 @@ type Stats struct {
 	Time    time.Duration `json:"-"`
 }
 
-type counts struct{ in, dropped, failed, nanos atomic.Uint64 }
+type counts struct {
+	in, dropped, failed, nanos atomic.Uint64
+	// lastLog (unix nanoseconds) and suppressed bound failure logs to one
+	// a second per config: a plugin that throws on every event would
+	// otherwise log every event.
+	lastLog    atomic.Int64
+	suppressed atomic.Uint64
+}
+
+// failureLogEvery is the least time between two failure logs of a config.
+const failureLogEvery = time.Second
+
+// shouldLog reports whether a failure is logged now, and how many were
+// not logged since the last one.
+func (c *counts) shouldLog(now time.Time) (bool, uint64) {
+	last := c.lastLog.Load()
+	if now.UnixNano()-last >= int64(failureLogEvery) && c.lastLog.CompareAndSwap(last, now.UnixNano()) {
+		return true, c.suppressed.Swap(0)
+	}
+	c.suppressed.Add(1)
+	return false, 0
+}
 
 // slot holds a config's live instance; its mutex serializes calls (a goja
 // runtime is single-threaded).
@@ -118,7 +165,12 @@ func New(limits Limits, log *slog.Logger, reg prometheus.Registerer) *Runtime {
 // Run runs the chain on ev: steps in ascending order (then config id),
 // each on the previous output, counted per config. A drop stops the chain.
 func (r *Runtime) Run(ctx context.Context, chain []Step, ev Event) Result {
-	return r.run(ctx, chain, ev, r.live)
+	return r.run(ctx, chain, ev, nil, r.live)
+}
+
+// RunPlanned is Run with a Plan per step (by config id; nil: the defaults).
+func (r *Runtime) RunPlanned(ctx context.Context, chain []Step, ev Event, plan func(configID uint64) Plan) Result {
+	return r.run(ctx, chain, ev, plan, r.live)
 }
 
 // ErrBusy is a dry run refused because Limits.MaxDryRuns are under way.
@@ -134,7 +186,7 @@ func (r *Runtime) DryRun(ctx context.Context, chain []Step, ev Event) (Result, e
 		return Result{}, ErrBusy
 	}
 	defer func() { <-r.dryRuns }()
-	return r.run(ctx, chain, ev, r.fresh), nil
+	return r.run(ctx, chain, ev, nil, r.fresh), nil
 }
 
 // Forget drops a config's live instance and counts (a deleted config):
@@ -151,9 +203,9 @@ func (r *Runtime) Forget(configID uint64) {
 	}
 }
 
-type caller func(s Step, ev Event) (*Event, error)
+type caller func(s Step, ev Event, p Plan) (*Event, error)
 
-func (r *Runtime) run(ctx context.Context, chain []Step, ev Event, call caller) Result {
+func (r *Runtime) run(ctx context.Context, chain []Step, ev Event, plan func(uint64) Plan, call caller) Result {
 	chain = slices.Clone(chain)
 	slices.SortStableFunc(chain, func(a, b Step) int { return cmp.Or(cmp.Compare(a.Order, b.Order), cmp.Compare(a.ConfigID, b.ConfigID)) })
 	res := Result{Event: &ev}
@@ -165,13 +217,19 @@ func (r *Runtime) run(ctx context.Context, chain []Step, ev Event, call caller) 
 		case ctx.Err() != nil:
 			sr.Outcome, sr.Error, sr.Event = OutcomeFailed, ctx.Err().Error(), res.Event
 		default:
+			var p Plan
+			if plan != nil {
+				p = plan(s.ConfigID)
+			}
 			start := time.Now()
-			out, err := call(s, *res.Event)
+			out, err := call(s, *res.Event, p)
 			sr.Duration = time.Since(start)
 			sr.Millis = float64(sr.Duration.Microseconds()) / 1000
 			switch {
 			case err != nil:
 				sr.Outcome, sr.Error, sr.Event = OutcomeFailed, err.Error(), res.Event
+				sr.Recorded = errors.Is(err, ErrRecorded)
+				sr.Interrupted = !sr.Recorded && (errors.Is(err, ErrTimeout) || errors.Is(err, ErrMemory))
 			case out == nil:
 				sr.Outcome, res.Event = OutcomeDropped, nil
 			default:
@@ -185,7 +243,7 @@ func (r *Runtime) run(ctx context.Context, chain []Step, ev Event, call caller) 
 
 // live calls the config's cached instance, building it when its version
 // changed, and counts the call.
-func (r *Runtime) live(s Step, ev Event) (*Event, error) {
+func (r *Runtime) live(s Step, ev Event, p Plan) (*Event, error) {
 	r.mu.Lock()
 	sl := r.slots[s.ConfigID]
 	if sl == nil {
@@ -200,7 +258,13 @@ func (r *Runtime) live(s Step, ev Event) (*Event, error) {
 	r.mu.Unlock()
 
 	start := time.Now()
-	out, err := r.callSlot(sl, s, ev)
+	var out *Event
+	var err error
+	if p.Recorded != "" {
+		err = fmt.Errorf("%w: %s", ErrRecorded, p.Recorded)
+	} else {
+		out, err = r.callSlot(sl, s, ev, p.Timeout)
+	}
 	took := time.Since(start)
 	id := strconv.FormatUint(s.ConfigID, 10)
 	c.in.Add(1)
@@ -211,7 +275,10 @@ func (r *Runtime) live(s Step, ev Event) (*Event, error) {
 		c.failed.Add(1)
 		r.events.WithLabelValues(id, OutcomeFailed).Inc()
 		// The config is never logged: it holds secrets.
-		r.log.Warn("transformation failed", "plugin_config_id", s.ConfigID, "plugin_id", s.PluginID, "event_uuid", ev.UUID, "error", err)
+		if ok, suppressed := c.shouldLog(time.Now()); ok {
+			r.log.Warn("transformation failed", "plugin_config_id", s.ConfigID, "plugin_id", s.PluginID, "event_uuid", ev.UUID, "error", err,
+				"failures_not_logged_since_last", suppressed)
+		}
 	case out == nil:
 		c.dropped.Add(1)
 		r.events.WithLabelValues(id, OutcomeDropped).Inc()
@@ -221,7 +288,7 @@ func (r *Runtime) live(s Step, ev Event) (*Event, error) {
 	return out, err
 }
 
-func (r *Runtime) callSlot(sl *slot, s Step, ev Event) (*Event, error) {
+func (r *Runtime) callSlot(sl *slot, s Step, ev Event, timeout time.Duration) (*Event, error) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	v := s.version()
@@ -232,7 +299,7 @@ func (r *Runtime) callSlot(sl *slot, s Step, ev Event) (*Event, error) {
 		}
 		sl.inst, sl.version = inst, v
 	}
-	out, err := sl.inst.call(ev)
+	out, err := sl.inst.call(ev, timeout)
 	if errors.Is(err, ErrTimeout) || errors.Is(err, ErrMemory) {
 		// An interrupted plugin may have left its state half-updated, and
 		// whatever it allocated is freed with its runtime: start afresh.
@@ -241,12 +308,15 @@ func (r *Runtime) callSlot(sl *slot, s Step, ev Event) (*Event, error) {
 	return out, err
 }
 
-func (r *Runtime) fresh(s Step, ev Event) (*Event, error) {
+func (r *Runtime) fresh(s Step, ev Event, p Plan) (*Event, error) {
+	if p.Recorded != "" {
+		return nil, fmt.Errorf("%w: %s", ErrRecorded, p.Recorded)
+	}
 	inst, err := r.build(s)
 	if err != nil {
 		return nil, err
 	}
-	return inst.call(ev)
+	return inst.call(ev, p.Timeout)
 }
 
 // build compiles and instantiates a step. Live instances are rebuilt only

@@ -26,6 +26,7 @@ import (
 	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/progress"
 	"github.com/personhub/personhub/pkg/stream"
+	"github.com/personhub/personhub/pkg/transform"
 )
 
 // Deps are what the API is built from; the caller owns and closes them.
@@ -80,7 +81,13 @@ func Build(ctx context.Context, d Deps) (api *httpapi.API, ready func(context.Co
 		Deletions: deletion.NewQueue(d.Store.Conn()), Wait: d.WriteWait})
 	// Plugins: KV buckets, object store and event stream on the same
 	// JetStream; closed with the NATS connection.
-	plugins, err := d.Plugins.Open(ctx, d.JS, d.Keys, d.Store.Conn(), d.Log, d.Reg)
+	// Every change of a project's transformation chain is put on the log
+	// for the ingester (docs/architecture.md, "Transformations").
+	chains, err := transform.NewPublisher(ctx, d.JS)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	plugins, err := d.Plugins.Open(ctx, d.JS, d.Keys, d.Store.Conn(), chains, d.Log, d.Reg)
 	if err != nil {
 		return nil, nil, nil, err
 	}

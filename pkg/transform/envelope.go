@@ -1,0 +1,88 @@
+package transform
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/personhub/personhub/pkg/event"
+)
+
+// FromEnvelope is a parsed envelope of project in the plugin event shape:
+// every property decoded (numbers kept exact), the top-level $set and
+// $set_once as the plugin's $set and $set_once, and a top-level $unset
+// moved into properties (the plugin shape has no top-level $unset).
+func FromEnvelope(project uint64, ev *event.Event) (Event, error) {
+	out := Event{Event: ev.Event, DistinctID: ev.DistinctID, UUID: ev.UUID.String(), TeamID: project,
+		Timestamp: ev.Timestamp.UTC().Format(time.RFC3339Nano)}
+	if err := decodeObject(ev.PropertiesRaw, &out.Properties); err != nil {
+		return Event{}, fmt.Errorf("properties: %w", err)
+	}
+	if out.Properties == nil {
+		out.Properties = map[string]any{}
+	}
+	set, setOnce, unset := ev.TopLevel()
+	if err := decodeObject(set, &out.Set); err != nil {
+		return Event{}, fmt.Errorf("$set: %w", err)
+	}
+	if err := decodeObject(setOnce, &out.SetOnce); err != nil {
+		return Event{}, fmt.Errorf("$set_once: %w", err)
+	}
+	if u := bytes.TrimSpace(unset); len(u) > 0 && string(u) != "null" {
+		out.Properties["$unset"] = ev.Unset
+	}
+	return out, nil
+}
+
+func decodeObject(raw json.RawMessage, into *map[string]any) error {
+	if raw = bytes.TrimSpace(raw); len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	return dec.Decode(into)
+}
+
+// Envelope is the event as an envelope the ingester parses (event.Parse):
+// the plugin shape is a superset of it (team_id is ignored there).
+func (e Event) Envelope() ([]byte, error) { return json.Marshal(e) }
+
+// Parsed is the event as the ingester folds it. An event a plugin returned
+// that does not parse, or that carries a name or property reserved for
+// the API's commands, is refused: a transformation must not forge a
+// person write (ErrShape).
+func (e Event) Parsed() (event.Event, error) {
+	if e.parsed != nil {
+		return *e.parsed, nil
+	}
+	env, err := e.Envelope()
+	if err != nil {
+		return event.Event{}, fmt.Errorf("%w: %v", ErrShape, err)
+	}
+	pe, err := event.Parse(env)
+	if err != nil {
+		return event.Event{}, fmt.Errorf("%w: %v", ErrShape, err)
+	}
+	if r := pe.Reserved(); r != "" {
+		return event.Event{}, fmt.Errorf("%w: %s", ErrShape, r)
+	}
+	return pe, nil
+}
+
+// checkEnvelope refuses a result the ingester could not store (see
+// Parsed) and returns it parsed, or nil when the check had to stand in
+// for a field. Fields the plugin left as they came are not held against
+// it: a dry run's sample may lack a distinct_id.
+func checkEnvelope(out, in Event) (*event.Event, error) {
+	stand := out.DistinctID == in.DistinctID && out.DistinctID == ""
+	if stand {
+		out.DistinctID = "unchanged"
+	}
+	out.parsed = nil
+	pe, err := out.Parsed()
+	if err != nil || stand {
+		return nil, err
+	}
+	return &pe, nil
+}
