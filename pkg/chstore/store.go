@@ -67,6 +67,9 @@ func (c *Config) defaults() {
 type Store struct {
 	conn     driver.Conn // a classifyingConn
 	database string
+	// counts is the ingester's per-project live-person counts (the
+	// writer's side of person_counts; unused by readers).
+	counts *liveCounts
 }
 
 // Open connects and pings. It creates the database when it is missing, so
@@ -103,7 +106,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, Classify(err)
 	}
 	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
-	s := &Store{conn: &classifyingConn{Conn: conn, gate: g}, database: cfg.Database}
+	s := &Store{conn: &classifyingConn{Conn: conn, gate: g}, database: cfg.Database, counts: newLiveCounts()}
 	return s, nil
 }
 
