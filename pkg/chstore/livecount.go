@@ -57,10 +57,13 @@ func newLiveCounts() *liveCounts {
 
 // countPlan is one batch's work: the projects to write and how.
 type countPlan struct {
-	from     uint64                  // the commit point c
-	base     map[uint64]projectCount // incremental: counts as of c
-	persons  map[uint64][]fold.PersonRow
-	recount  map[uint64]bool // counted from the store at l
+	from    uint64                  // the commit point c
+	base    map[uint64]projectCount // incremental: counts as of c
+	persons map[uint64][]fold.PersonRow
+	recount map[uint64]bool // counted from the store at l
+	// stored: base is the project's newest person_counts row (known from
+	// an earlier batch or read), so an unchanged count needs no new row.
+	stored   map[uint64]bool
 	rows     map[uint64]projectCount
 	newDirty map[uint64]uint64
 }
@@ -93,7 +96,7 @@ func (lc *liveCounts) begin(ctx context.Context, s *Store, c uint64, b fold.Batc
 	// consumer: the known counts hold as of c.
 	lc.committed = c
 	plan := &countPlan{from: c, base: map[uint64]projectCount{}, persons: map[uint64][]fold.PersonRow{},
-		recount: map[uint64]bool{}, rows: map[uint64]projectCount{}, newDirty: map[uint64]uint64{}}
+		recount: map[uint64]bool{}, stored: map[uint64]bool{}, rows: map[uint64]projectCount{}, newDirty: map[uint64]uint64{}}
 	for _, p := range b.Persons {
 		plan.persons[p.ProjectID] = append(plan.persons[p.ProjectID], p)
 	}
@@ -106,7 +109,7 @@ func (lc *liveCounts) begin(ctx context.Context, s *Store, c uint64, b fold.Batc
 			continue
 		}
 		if k, ok := lc.known[project]; ok {
-			plan.base[project] = k
+			plan.base[project], plan.stored[project] = k, true
 		} else {
 			unknown = append(unknown, project)
 		}
@@ -122,7 +125,7 @@ func (lc *liveCounts) begin(ctx context.Context, s *Store, c uint64, b fold.Batc
 		if k, ok := stored[project]; ok {
 			// No person row above c (not dirty), so no count row above c
 			// either: it is written after a batch's persons.
-			plan.base[project] = k
+			plan.base[project], plan.stored[project] = k, true
 			continue
 		}
 		// Never counted (persons folded before schema 0008, or none).
@@ -172,14 +175,25 @@ func (lc *liveCounts) finish(ctx context.Context, s *Store, plan *countPlan, l u
 			plan.newDirty[project] = dirty[project]
 		}
 	}
-	if len(plan.rows) == 0 {
+	// A batch that only changes persons (a PATCH, $set on known ids)
+	// leaves the counts as its stored rows say: writing them again would
+	// cost an insert round trip on every API write (G6) for nothing, as a
+	// row is right at every sequence until the count changes.
+	var write []uint64
+	for project, k := range plan.rows {
+		if !plan.stored[project] || plan.recount[project] || !sameCount(k, plan.base[project]) {
+			write = append(write, project)
+		}
+	}
+	if len(write) == 0 {
 		return nil
 	}
 	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO person_counts (project_id, live, newest, version)`)
 	if err != nil {
 		return err
 	}
-	for project, k := range plan.rows {
+	for _, project := range write {
+		k := plan.rows[project]
 		if err := batch.Append(project, k.live, k.newest.UTC(), l); err != nil {
 			batch.Abort()
 			return err
@@ -187,6 +201,8 @@ func (lc *liveCounts) finish(ctx context.Context, s *Store, plan *countPlan, l u
 	}
 	return batch.Send()
 }
+
+func sameCount(a, b projectCount) bool { return a.live == b.live && a.newest.Equal(b.newest) }
 
 // commit records the batch's counts once its marker is written.
 func (lc *liveCounts) commit(plan *countPlan, l uint64) {

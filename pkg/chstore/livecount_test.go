@@ -61,3 +61,46 @@ func TestLiveCountThroughSplitAndRefold(t *testing.T) {
 	}
 	want(2) // the split-off person and 16
 }
+
+// TestUnchangedCountWritesNoRow (G6): a batch whose persons change but
+// whose live count and newest do not (an API PATCH) writes no count row,
+// in a running process and in a fresh one reading the stored row; a batch
+// that changes the count still writes one.
+func TestUnchangedCountWritesNoRow(t *testing.T) {
+	store := testenv.ClickHouse(t)
+	ctx := context.Background()
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	row := func(id, version uint64, deleted bool) fold.PersonRow {
+		return fold.PersonRow{ProjectID: 7, ID: id, Properties: map[string]any{"v": version}, CreatedAt: at, IsDeleted: deleted, Version: version}
+	}
+	rows := func(want, wantLive uint64) {
+		t.Helper()
+		var n uint64
+		if err := store.Conn().QueryRow(ctx, "SELECT count() FROM person_counts WHERE project_id = 7").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		live, _, _, err := store.LiveCount(ctx, 7)
+		if err != nil || n != want || live != wantLive {
+			t.Fatalf("person_counts rows %d, live %d (err %v); want %d rows, live %d", n, live, err, want, wantLive)
+		}
+	}
+	write := func(s *chstore.Store, first, last uint64, persons ...fold.PersonRow) {
+		t.Helper()
+		if err := s.WriteBatch(ctx, nil, fold.Batch{Persons: persons}, chstore.BatchMarker{Consumer: "c", FirstSeq: first, LastSeq: last}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(store, 1, 2, row(1, 1, false), row(2, 2, false))
+	rows(1, 2)
+	write(store, 3, 3, row(1, 3, false)) // a PATCH of person 1
+	rows(1, 2)
+	restarted, err := chstore.Open(ctx, chstore.Config{Addr: testenv.ClickHouseAddr(t), Database: store.Database()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restarted.Close()
+	write(restarted, 4, 4, row(2, 4, false)) // from the stored row
+	rows(1, 2)
+	write(restarted, 5, 5, row(2, 5, true)) // a deletion changes the count
+	rows(2, 1)
+}
