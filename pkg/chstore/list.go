@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/personhub/personhub/pkg/propfilter"
 )
 
 // The unfiltered list without reading the project (issue #12): the count
@@ -64,15 +66,25 @@ func (s *Store) listUnfiltered(ctx context.Context, q ListQuery) ([]PersonRecord
 // materialise reads the full rows of a page's ids by key, in the page's
 // order; a person deleted meanwhile is left out.
 func (s *Store) materialise(ctx context.Context, projectID uint64, ids []uint64) ([]PersonRecord, error) {
+	return s.materialiseWhere(ctx, projectID, ids, propfilter.Clause{})
+}
+
+// materialiseWhere is materialise leaving out, too, a person whose newest
+// row no longer matches f (changed since its id was chosen).
+func (s *Store) materialiseWhere(ctx context.Context, projectID uint64, ids []uint64, f propfilter.Clause) ([]PersonRecord, error) {
 	if len(ids) == 0 {
 		return nil, nil
+	}
+	where, args := "is_deleted = 0", []any{projectID, set(ids)}
+	if f.SQL != "" {
+		where += " AND " + f.SQL
+		args = append(args, f.Args...)
 	}
 	// PREWHERE on the key alone is safe with FINAL (every version of a
 	// person has the same key) and makes ClickHouse read the wide columns
 	// of the granules holding the page only; with WHERE, 18.16 read them
 	// for neighbouring rows too, another project's widest person included.
-	found, err := s.queryPersons(ctx, "SELECT "+personColumns+" FROM persons FINAL PREWHERE project_id = ? AND id IN ? WHERE is_deleted = 0",
-		projectID, set(ids))
+	found, err := s.queryPersons(ctx, "SELECT "+personColumns+" FROM persons FINAL PREWHERE project_id = ? AND id IN ? WHERE "+where, args...)
 	if err != nil {
 		return nil, err
 	}

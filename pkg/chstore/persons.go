@@ -116,26 +116,31 @@ func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, u
 			return list, total, err
 		}
 	}
+	if q.propertiesOnly() {
+		return s.listByProperties(ctx, q)
+	}
+	// The other filters name their candidates by key (a distinct id's
+	// owner, person_emails), so their matches are few: one statement
+	// reads them all, narrow, and gives both the count and the page.
 	where, args := q.where()
-	var total uint64
-	if err := s.conn.QueryRow(ctx, "SELECT count() FROM persons FINAL WHERE "+where, args...).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("count persons: %w", err)
-	}
-	sql := "SELECT id FROM persons FINAL WHERE " + where + " ORDER BY created_at DESC, id DESC"
-	if q.Limit > 0 {
-		sql += " LIMIT ? OFFSET ?"
-		args = append(args, q.Limit, q.Offset)
-	} else if q.Offset > 0 {
-		// ClickHouse 18.16 has no OFFSET without LIMIT.
-		sql += " LIMIT ?, 18446744073709551615"
-		args = append(args, q.Offset)
-	}
-	ids, err := s.queryIDs(ctx, sql, args...)
+	rows, err := s.conn.Query(ctx, "SELECT id, toUInt32(created_at) FROM persons FINAL WHERE "+where, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: %w", err)
 	}
-	list, err := s.materialise(ctx, q.ProjectID, ids)
-	return list, total, err
+	defer rows.Close()
+	var matches []propCandidate
+	for rows.Next() {
+		var c propCandidate
+		if err := rows.Scan(&c.id, &c.createdAt); err != nil {
+			return nil, 0, fmt.Errorf("list persons: %w", err)
+		}
+		matches = append(matches, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list persons: %w", err)
+	}
+	list, err := s.materialise(ctx, q.ProjectID, pageIDs(sortedForList(matches), q))
+	return list, uint64(len(matches)), err
 }
 
 // exportCtx is readCtx with small result blocks: the driver holds a whole
