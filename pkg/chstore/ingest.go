@@ -148,7 +148,7 @@ func (s *Store) WriteRows(ctx context.Context, events []EventRow, b fold.Batch) 
 		func() error { return wrap("write cohort members", s.writeCohortMembers(ctx, b.CohortMembers)) },
 		// Before the persons: the list reads persons by the keys this
 		// table gives, so it may run ahead of them, never behind.
-		func() error { return wrap("write person order", s.writePersonOrder(ctx, b)) },
+		func() error { return wrap("write person order", s.WritePersonOrder(ctx, b)) },
 		func() error { return wrap("write person emails", s.writePersonEmails(ctx, b.Persons)) },
 	)
 	if err != nil {

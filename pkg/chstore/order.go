@@ -18,11 +18,13 @@ func orderRID(id uint64) uint64 { return math.MaxUint64 - id }
 
 func idOfRID(rid uint64) uint64 { return math.MaxUint64 - rid }
 
-// writePersonOrder writes a batch's persons at their ordering keys, and a
+// WritePersonOrder writes a batch's persons at their ordering keys, and a
 // tombstone at the old key of each person whose created_at moved. The
 // rows are a function of the persons rows (and the store's previous
-// created_at), so a refold writes the same ones.
-func (s *Store) writePersonOrder(ctx context.Context, b fold.Batch) error {
+// created_at); a refold batched differently may leave a crashed
+// attempt's key live (repair.go). WriteRows calls it in its first stage;
+// exported for tests that cut a write between it and the persons.
+func (s *Store) WritePersonOrder(ctx context.Context, b fold.Batch) error {
 	if len(b.Persons) == 0 {
 		return nil
 	}
