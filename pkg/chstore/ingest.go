@@ -115,18 +115,30 @@ type BatchMarker struct {
 // with their overrides and warnings, and last the marker that commits the
 // batch.
 func (s *Store) WriteBatch(ctx context.Context, events []EventRow, b fold.Batch, m BatchMarker) error {
+	// The live counts are read as of the commit point before the rows
+	// and written after them, before the marker (livecount.go).
+	plan, err := s.counts.begin(ctx, s, m.FirstSeq-1, b)
+	if err != nil {
+		return fmt.Errorf("live counts: %w", err)
+	}
 	if err := s.WriteRows(ctx, events, b); err != nil {
 		return err
 	}
-	err := s.insertRow(ctx, `INSERT INTO ingest_batches (consumer, first_seq, last_seq, events, persons, distinct_ids, flushed_at)`, m.Consumer, m.FirstSeq, m.LastSeq, uint32(m.Events), uint32(len(b.Persons)), uint32(len(b.DistinctIDs)), time.Now().UTC())
+	if err := s.counts.finish(ctx, s, plan, m.LastSeq); err != nil {
+		return fmt.Errorf("write live counts: %w", err)
+	}
+	err = s.insertRow(ctx, `INSERT INTO ingest_batches (consumer, first_seq, last_seq, events, persons, distinct_ids, flushed_at)`, m.Consumer, m.FirstSeq, m.LastSeq, uint32(m.Events), uint32(len(b.Persons)), uint32(len(b.DistinctIDs)), time.Now().UTC())
 	if err != nil {
 		return fmt.Errorf("write batch marker: %w", err)
 	}
+	s.counts.commit(plan, m.LastSeq)
 	return nil
 }
 
 // WriteRows writes a batch's rows without committing it (no marker).
 func (s *Store) WriteRows(ctx context.Context, events []EventRow, b fold.Batch) error {
+	// Rows above the commit point until a marker says otherwise.
+	s.counts.written()
 	// Inserts within a stage are independent and run together (each costs
 	// a round trip and a part); the stages keep the order recovery needs.
 	err := concurrently(
@@ -134,6 +146,10 @@ func (s *Store) WriteRows(ctx context.Context, events []EventRow, b fold.Batch) 
 		func() error { return wrap("write activity", activity.New(s.conn).Write(ctx, b.Activity...)) },
 		func() error { return wrap("write deletion requests", s.writeDeletionRequests(ctx, b.DeletionRequests)) },
 		func() error { return wrap("write cohort members", s.writeCohortMembers(ctx, b.CohortMembers)) },
+		// Before the persons: the list reads persons by the keys this
+		// table gives, so it may run ahead of them, never behind.
+		func() error { return wrap("write person order", s.WritePersonOrder(ctx, b)) },
+		func() error { return wrap("write person emails", s.writePersonEmails(ctx, b.Persons)) },
 	)
 	if err != nil {
 		return err

@@ -74,19 +74,24 @@ func (q ListQuery) where() (string, []any) {
 		conds = append(conds, "id IN (SELECT person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id = ? AND is_deleted = 0)")
 		args = append(args, q.ProjectID, q.DistinctID)
 	}
+	// Each indexed filter also names its candidates by id, the key, so
+	// FINAL reads their granules only; the test on the newest row stays
+	// (person_emails holds old emails too).
 	if q.Email != "" {
-		conds = append(conds, "property_values[indexOf(property_keys, 'email')] = ?")
-		args = append(args, q.Email)
+		conds = append(conds, "id IN (SELECT id FROM person_emails WHERE project_id = ? AND email = ?)",
+			"property_values[indexOf(property_keys, 'email')] = ?")
+		args = append(args, q.ProjectID, q.Email, q.Email)
 	}
 	if q.Search != "" {
 		or := []string{
-			"positionCaseInsensitiveUTF8(property_values[indexOf(property_keys, 'email')], ?) > 0",
+			"(id IN (SELECT id FROM person_emails WHERE project_id = ? AND positionCaseInsensitiveUTF8(email, ?) > 0) AND positionCaseInsensitiveUTF8(property_values[indexOf(property_keys, 'email')], ?) > 0)",
 			"id IN (SELECT person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id = ? AND is_deleted = 0)",
 		}
-		args = append(args, q.Search, q.ProjectID, q.Search)
+		args = append(args, q.ProjectID, q.Search, q.Search, q.ProjectID, q.Search)
 		if u, err := uuid.Parse(q.Search); err == nil {
-			or = append(or, "uuid = ?")
-			args = append(args, u)
+			// uuid never changes between versions: any row names the id.
+			or = append(or, "(id IN (SELECT id FROM persons WHERE project_id = ? AND uuid = ?) AND uuid = ?)")
+			args = append(args, q.ProjectID, u, u)
 		}
 		conds = append(conds, "("+strings.Join(or, " OR ")+")")
 	}
@@ -105,48 +110,37 @@ func (q ListQuery) where() (string, []any) {
 // only, not for every person of the project the sort passes over.
 func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
 	ctx = readCtx(ctx)
+	if q.unfiltered() && q.Limit > 0 {
+		list, total, ok, err := s.listUnfiltered(ctx, q)
+		if ok || err != nil {
+			return list, total, err
+		}
+	}
+	if q.propertiesOnly() {
+		return s.listByProperties(ctx, q)
+	}
+	// The other filters name their candidates by key (a distinct id's
+	// owner, person_emails), so their matches are few: one statement
+	// reads them all, narrow, and gives both the count and the page.
 	where, args := q.where()
-	var total uint64
-	if err := s.conn.QueryRow(ctx, "SELECT count() FROM persons FINAL WHERE "+where, args...).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("count persons: %w", err)
-	}
-	sql := "SELECT id FROM persons FINAL WHERE " + where + " ORDER BY created_at DESC, id DESC"
-	if q.Limit > 0 {
-		sql += " LIMIT ? OFFSET ?"
-		args = append(args, q.Limit, q.Offset)
-	} else if q.Offset > 0 {
-		// ClickHouse 18.16 has no OFFSET without LIMIT.
-		sql += " LIMIT ?, 18446744073709551615"
-		args = append(args, q.Offset)
-	}
-	ids, err := s.queryIDs(ctx, sql, args...)
+	rows, err := s.conn.Query(ctx, "SELECT id, toUInt32(created_at) FROM persons FINAL WHERE "+where, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: %w", err)
 	}
-	if len(ids) == 0 {
-		return nil, total, nil
-	}
-	// PREWHERE on the key alone is safe with FINAL (every version of a
-	// person has the same key) and makes ClickHouse read the wide columns
-	// of the granules holding the page only; with WHERE, 18.16 read them
-	// for neighbouring rows too, another project's widest person included.
-	found, err := s.queryPersons(ctx, "SELECT "+personColumns+" FROM persons FINAL PREWHERE project_id = ? AND id IN ? WHERE is_deleted = 0",
-		q.ProjectID, set(ids))
-	if err != nil {
-		return nil, 0, err
-	}
-	byID := make(map[uint64]PersonRecord, len(found))
-	for _, p := range found {
-		byID[p.ID] = p
-	}
-	// In the page's order; a person deleted between the two reads is gone.
-	list := make([]PersonRecord, 0, len(ids))
-	for _, id := range ids {
-		if p, ok := byID[id]; ok {
-			list = append(list, p)
+	defer rows.Close()
+	var matches []propCandidate
+	for rows.Next() {
+		var c propCandidate
+		if err := rows.Scan(&c.id, &c.createdAt); err != nil {
+			return nil, 0, fmt.Errorf("list persons: %w", err)
 		}
+		matches = append(matches, c)
 	}
-	return list, total, nil
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list persons: %w", err)
+	}
+	list, err := s.materialise(ctx, q.ProjectID, pageIDs(sortedForList(matches), q))
+	return list, uint64(len(matches)), err
 }
 
 // exportCtx is readCtx with small result blocks: the driver holds a whole

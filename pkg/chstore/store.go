@@ -68,6 +68,9 @@ type Store struct {
 	conn     driver.Conn // a classifyingConn
 	database string
 	values   *valueCounts // CountPropertyValues (values_counts.go); nil: not kept
+	// counts is the ingester's per-project live-person counts (the
+	// writer's side of person_counts; unused by readers).
+	counts *liveCounts
 }
 
 // Open connects and pings. It creates the database when it is missing, so
@@ -104,7 +107,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, Classify(err)
 	}
 	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
-	s := &Store{conn: &classifyingConn{Conn: conn, gate: g}, database: cfg.Database, values: newValueCounts()}
+	s := &Store{conn: &classifyingConn{Conn: conn, gate: g}, database: cfg.Database, values: newValueCounts(), counts: newLiveCounts()}
 	return s, nil
 }
 

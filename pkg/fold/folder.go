@@ -276,7 +276,7 @@ func (f *Folder) loadPersons(ctx context.Context, project uint64, ids []uint64) 
 	for _, id := range missing {
 		if r, ok := rows[id]; ok {
 			storedProps(&r)
-			f.persons[personKey{project, id}] = &personState{row: r, used: f.gen}
+			f.persons[personKey{project, id}] = &personState{row: r, used: f.gen, stored: r.CreatedAt}
 		} else {
 			f.absent[personKey{project, id}] = true
 		}
@@ -295,6 +295,10 @@ func (f *Folder) Flush() Batch {
 			row := f.flushRow(p)
 			row.DistinctIDs = slices.Clone(p.row.DistinctIDs)
 			b.Persons = append(b.Persons, row)
+			if !p.stored.IsZero() && p.stored.Unix() != row.CreatedAt.Unix() {
+				b.Rekeyed = append(b.Rekeyed, Rekey{ProjectID: row.ProjectID, ID: row.ID, CreatedAt: p.stored, Version: row.Version})
+			}
+			p.stored = row.CreatedAt
 			p.dirty = false
 		}
 	}

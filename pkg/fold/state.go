@@ -120,7 +120,11 @@ type didKey struct {
 type personState struct {
 	row   PersonRow
 	dirty bool
-	used  uint64 // the batch (Folder.gen) that last used it, for eviction
+	// stored is the created_at of the row the store holds (as loaded or
+	// last flushed; zero for a person not written yet): a flush that
+	// moves it hands out the old key (Batch.Rekeyed).
+	stored time.Time
+	used   uint64 // the batch (Folder.gen) that last used it, for eviction
 }
 
 type didState struct {
@@ -157,6 +161,19 @@ type Batch struct {
 	// CohortMembers are the static cohort membership changes
 	// (cohorts.go), in log order.
 	CohortMembers []CohortMember
+	// Rekeyed are the persons whose created_at this batch moved (a merge
+	// with an older person), with the created_at they had in the store:
+	// the list's ordering table keys persons by created_at, and the old
+	// key must be tombstoned (chstore, person_order).
+	Rekeyed []Rekey
+}
+
+// Rekey is a person's previous created_at, replaced at Version.
+type Rekey struct {
+	ProjectID uint64
+	ID        uint64
+	CreatedAt time.Time
+	Version   uint64
 }
 
 // DeletionRequest asks for the events of a person (deleted, or kept with

@@ -13,7 +13,10 @@ import (
 )
 
 // splitPersonIDsBase is above every stream sequence: see SplitPersonID.
-const splitPersonIDsBase = uint64(1) << 52
+const splitPersonIDsBase = SplitPersonIDsBase
+
+// SplitPersonIDsBase is the lowest id SplitPersonID gives.
+const SplitPersonIDsBase = uint64(1) << 52
 
 // actorOf returns the event's actor, or nil for captured events.
 func actorOf(ev *event.Event) *event.Actor {
@@ -147,6 +150,12 @@ func (f *Folder) deletePersonEvents(ctx context.Context, in Input) (Resolved, er
 // createdSeq is the stream sequence of the event that created the person
 // with integer id: the id itself, or the split event's (SplitPersonID).
 func createdSeq(id uint64) uint64 {
+	return CreatedSeq(id)
+}
+
+// CreatedSeq is createdSeq for readers outside the fold (the live person
+// counts tell a person's liveness at a sequence from its newest row).
+func CreatedSeq(id uint64) uint64 {
 	if id >= splitPersonIDsBase {
 		return (id - splitPersonIDsBase) / event.MaxSplitPerEvent
 	}

@@ -109,9 +109,15 @@ func (w *diffWorld) publish(ctx context.Context, project uint64, ts time.Time, e
 	return ack.Sequence, nil
 }
 
-// at is a timestamp among a few minutes: many persons share a created_at,
-// so the order's tie-break (id) decides page boundaries.
+// at is mostly a timestamp among a few minutes: many persons share a
+// created_at, so the order's tie-break (id) decides page boundaries. A
+// third are spread over the year before, so the list's windows before the
+// newest created_at (pkg/chstore/list.go) must widen to fill a page, and
+// merges move persons across them.
 func (w *diffWorld) at() time.Time {
+	if w.r.IntN(3) == 0 {
+		return w.base.Add(-time.Duration(w.r.IntN(365*24)) * time.Hour)
+	}
 	return w.base.Add(time.Duration(w.r.IntN(12)) * time.Minute)
 }
 

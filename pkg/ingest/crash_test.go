@@ -21,7 +21,13 @@ type dyingStore struct {
 	mu      sync.Mutex
 	commits int
 	rows    bool
-	dead    chan struct{}
+	// orderOnly: the dying write lands person_order alone, as a process
+	// killed after that first-stage insert and before the persons leaves
+	// it.
+	orderOnly bool
+	// killRepair: the store dies at the person_order repair instead.
+	killRepair bool
+	dead       chan struct{}
 }
 
 func newDyingStore(s *chstore.Store, commits int, rows bool) *dyingStore {
@@ -41,12 +47,31 @@ func (s *dyingStore) WriteBatch(ctx context.Context, events []chstore.EventRow, 
 		return s.Store.WriteBatch(ctx, events, b, m)
 	}
 	defer close(s.dead)
+	if s.orderOnly {
+		if err := s.Store.WritePersonOrder(ctx, b); err != nil {
+			return err
+		}
+	}
 	if s.rows {
 		if err := s.Store.WriteRows(ctx, events, b); err != nil {
 			return err
 		}
 	}
 	return errors.New("killed before the commit marker")
+}
+
+func (s *dyingStore) RepairOrder(ctx context.Context, consumer string, r chstore.OrderRepair, c uint64, mine func(uint64) bool) error {
+	if !s.killRepair {
+		return s.Store.RepairOrder(ctx, consumer, r, c, mine)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.dead:
+	default:
+		close(s.dead)
+	}
+	return errors.New("killed before the repair")
 }
 
 // runUntilDead runs an ingester until its store dies, then stops it (the
@@ -94,4 +119,65 @@ func TestSecondCrashInsideRefold(t *testing.T) {
 		}
 		wantOneRowPerMessage(t, store, ref)
 	}
+}
+
+// TestStaleOrderKeyIsRepaired: a crashed attempt folds a batch ending
+// after person P's creation (created_at 2021) and lands P's person_order
+// key, not P's row; the restart, with a larger batch, folds the creation
+// and the merge that moves P's created_at to 2020 together, so it writes
+// the 2020 key and tombstones nothing (the store had no row of P). The
+// 2021 key stays live unless the repair tombstones it. The second case
+// dies at the repair itself, after committing past the crash: the next
+// start must still repair from the first crash's commit point.
+func TestStaleOrderKeyIsRepaired(t *testing.T) {
+	for _, dieAtRepair := range []bool{false, true} {
+		n := testenv.StartNATS(t, "")
+		publish(t, n.JS, 1, []string{
+			`{"event":"e","distinct_id":"anon","timestamp":"2020-01-01T00:00:00Z"}`,                                                   // 1: Q, 2020
+			`{"event":"e","distinct_id":"user","timestamp":"2021-01-01T00:00:00Z"}`,                                                   // 2: P, 2021
+			`{"event":"$identify","distinct_id":"user","timestamp":"2021-01-02T00:00:00Z","properties":{"$anon_distinct_id":"anon"}}`, // 3: Q into P
+		})
+		store := testenv.ClickHouse(t)
+		cfg := testConfig("crashing")
+		cfg.BatchSize, cfg.BatchWait = 2, time.Second
+		crash := newDyingStore(store, 0, false)
+		crash.orderOnly = true
+		runUntilDead(t, cfg, n, crash)
+		if got := liveOrderKeys(t, store); got != 2 {
+			t.Fatalf("the crashed attempt left %d live keys, want 2 (P's and Q's)", got)
+		}
+		cfg.BatchSize = 10
+		if dieAtRepair {
+			second := newDyingStore(store, 1_000, false)
+			second.killRepair = true
+			runUntilDead(t, cfg, n, second)
+			if c, err := store.LastCommitted(context.Background(), cfg.Consumer); err != nil || c != 3 {
+				t.Fatalf("committed %d (%v) before the repair died, want 3", c, err)
+			}
+		}
+		// When the repair was the one to die, the last start has nothing
+		// of 1-3 to fold again: it repairs at start (then folds 4).
+		publish(t, n.JS, 2, []string{`{"event":"e","distinct_id":"other"}`})
+		runUntil(t, cfg, n.JS, store, 4)
+		ref := testenv.ClickHouse(t)
+		runUntil(t, testConfig("reference"), n.JS, ref, 4)
+		if got, want := testenv.Snapshot(t, store), testenv.Snapshot(t, ref); got != want {
+			t.Fatalf("die at repair %v: state differs from an uninterrupted run:\n%s", dieAtRepair, testenv.FirstDiff(got, want))
+		}
+		if got := liveOrderKeys(t, store); got != 2 {
+			t.Fatalf("die at repair %v: %d live keys, want 2 (P's and project 2's person)", dieAtRepair, got)
+		}
+	}
+}
+
+// liveOrderKeys counts person_order's keys whose newest row is live.
+func liveOrderKeys(t *testing.T, store *chstore.Store) uint64 {
+	t.Helper()
+	var n uint64
+	err := store.Conn().QueryRow(context.Background(), `SELECT count() FROM (SELECT argMax(is_deleted, version) AS d
+		FROM person_order GROUP BY project_id, rank, rid) WHERE d = 0`).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -114,6 +114,9 @@ type Store interface {
 	WriteIntent(ctx context.Context, consumer string, first, through uint64) error
 	LastIntent(ctx context.Context, consumer string) (uint64, error)
 	WrittenEvents(ctx context.Context, rows []chstore.EventRow) (map[uint64]bool, error)
+	// The repair of person_order keys a crashed attempt left (repair.go).
+	BeginOrderRepair(ctx context.Context, consumer string, committed uint64, mine func(project uint64) bool) (chstore.OrderRepair, error)
+	RepairOrder(ctx context.Context, consumer string, r chstore.OrderRepair, committed uint64, mine func(project uint64) bool) error
 }
 
 // Ingester consumes the events stream.
@@ -130,6 +133,9 @@ type Ingester struct {
 	// has none of its own (partition.go); lease: this consumer's.
 	inherit string
 	lease   *lease
+	// repair is the person_order repair owed since a start or a failed
+	// write (repair.go).
+	repair chstore.OrderRepair
 	// next is the stream sequence the consumer must deliver next (see
 	// collect); 0 right after the consumer was (re)created.
 	next uint64
@@ -275,11 +281,14 @@ func (i *Ingester) recover(ctx context.Context) error {
 			seq, err = i.inherited(ctx)
 		}
 		if err == nil {
+			err = i.beginRepair(ctx, seq)
+		}
+		if err == nil {
 			i.folder.Reset()
 			i.folder.Committed = seq
 			return nil
 		}
-		i.log.Warn("cannot read commit markers", "err", err)
+		i.log.Warn("cannot read commit markers (or repair person_order)", "err", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -490,6 +499,11 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 			return err
 		}
 		i.folder.Committed = last
+		if err := i.repairIfDue(ctx, last); err != nil {
+			// Committed: the retry skips the batch and tries the
+			// repair again (recover).
+			return err
+		}
 		// Readers waiting for their write learn it is visible. A lost
 		// update is repaired by the next batch.
 		if err := progress.Publish(ctx, i.progress, i.cfg.Consumer, last); err != nil {

@@ -173,10 +173,10 @@ func (f *flakyStore) WriteBatch(ctx context.Context, events []chstore.EventRow, 
 	case 0:
 		_ = f.Store.WriteRows(ctx, events[:len(events)/2], fold.Batch{})
 	case 1: // stopped after the person rows
-		_ = f.Store.WriteRows(ctx, events, fold.Batch{Activity: b.Activity, DeletionRequests: b.DeletionRequests, CohortMembers: b.CohortMembers, Persons: b.Persons})
+		_ = f.Store.WriteRows(ctx, events, fold.Batch{Activity: b.Activity, DeletionRequests: b.DeletionRequests, CohortMembers: b.CohortMembers, Persons: b.Persons, Rekeyed: b.Rekeyed})
 	case 2: // stopped half way through the distinct id rows
 		_ = f.Store.WriteRows(ctx, events, fold.Batch{Activity: b.Activity, DeletionRequests: b.DeletionRequests, CohortMembers: b.CohortMembers,
-			Persons: b.Persons, DistinctIDs: b.DistinctIDs[:len(b.DistinctIDs)/2]})
+			Persons: b.Persons, Rekeyed: b.Rekeyed, DistinctIDs: b.DistinctIDs[:len(b.DistinctIDs)/2]})
 	case 3:
 		_ = f.Store.WriteRows(ctx, events, b)
 	}

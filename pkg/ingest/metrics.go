@@ -3,9 +3,9 @@ package ingest
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	events, batches, personRows, distinctIDRows, warnings, deadLettered, failures, gaps, eventLookups, eventsWritten prometheus.Counter
-	batchSize, foldSeconds, flushSeconds                                                                             prometheus.Histogram
-	lag, committed                                                                                                   prometheus.Gauge
+	events, batches, personRows, distinctIDRows, warnings, deadLettered, failures, gaps, eventLookups, eventsWritten, orderRepairs prometheus.Counter
+	batchSize, foldSeconds, flushSeconds                                                                                           prometheus.Histogram
+	lag, committed                                                                                                                 prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -35,6 +35,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		gaps:           counter("delivery_gaps_total", "Messages lost in delivery (a reconnect, a slow consumer): the consumer was recreated from the last commit."),
 		eventLookups:   counter("event_lookups_total", "Batches whose events were looked up before writing, as they may overlap rows of an uncommitted write (after a start or a failed write)."),
 		eventsWritten:  counter("events_already_written_total", "Events of such batches found already written and left out."),
+		orderRepairs:   counter("order_repairs_total", "person_order repairs run after a start or a failed write found rows above the commit point (stale keys of a crashed attempt tombstoned)."),
 		batchSize:      hist("batch_messages", "Messages per batch.", prometheus.ExponentialBuckets(1, 4, 10)),
 		foldSeconds:    hist("fold_seconds", "Time to fold a batch in memory (with its reads).", prometheus.ExponentialBuckets(0.0005, 2, 16)),
 		flushSeconds:   hist("flush_seconds", "Time to write a batch to ClickHouse.", prometheus.ExponentialBuckets(0.001, 2, 16)),

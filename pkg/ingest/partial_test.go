@@ -54,7 +54,7 @@ func (s *partialStore) WriteBatch(ctx context.Context, events []chstore.EventRow
 		_ = s.Store.WriteRows(ctx, ev, stage1)
 		return errors.New("injected failure in the first stage")
 	} else {
-		stage1 = fold.Batch{Activity: b.Activity, DeletionRequests: b.DeletionRequests, CohortMembers: b.CohortMembers, Persons: b.Persons}
+		stage1 = fold.Batch{Activity: b.Activity, DeletionRequests: b.DeletionRequests, CohortMembers: b.CohortMembers, Persons: b.Persons, Rekeyed: b.Rekeyed}
 		if stage == 1 {
 			stage1.Persons = nil
 			for _, p := range b.Persons {

@@ -132,28 +132,13 @@ func Snapshot(t testing.TB, store *chstore.Store) string {
 		// Physical rows, no FINAL: the copy by distinct id (schema 0009, a
 		// materialized view of events) holds one row per behaviour event.
 		"SELECT project_id, distinct_id, event, timestamp, uuid, person_id, seq FROM events_by_distinct_id ORDER BY seq",
+		orderKeysSQL,
+		countsSQL,
 	}
+	checkListTables(t, store)
 	var b strings.Builder
 	for _, q := range queries {
-		rows, err := store.Conn().Query(context.Background(), q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		types := rows.ColumnTypes()
-		for rows.Next() {
-			vals := make([]any, len(types))
-			for i, ct := range types {
-				vals[i] = reflect.New(ct.ScanType()).Interface()
-			}
-			if err := rows.Scan(vals...); err != nil {
-				t.Fatal(err)
-			}
-			for _, v := range vals {
-				fmt.Fprintf(&b, "%v\t", reflect.ValueOf(v).Elem().Interface())
-			}
-			b.WriteByte('\n')
-		}
-		rows.Close()
+		b.WriteString(queryText(t, store, q))
 		b.WriteString("--\n")
 	}
 	return b.String()
@@ -168,4 +153,62 @@ func FirstDiff(got, want string) string {
 		}
 	}
 	return fmt.Sprintf("same first lines; %d lines vs %d", len(g), len(w))
+}
+
+// The list's tables (schema 0008) against the persons they index: every
+// live person at its ordering key and nowhere else, and each project's
+// maintained count equal to its live persons. Newest rows by argMax, so no
+// filter runs on old versions.
+const (
+	livePersonKeysSQL = `SELECT project_id, bitNot(toUInt32(c)) AS rank, bitNot(id) AS rid FROM (
+		SELECT project_id, id, argMax(created_at, version) AS c, argMax(is_deleted, version) AS d FROM persons GROUP BY project_id, id
+	) WHERE d = 0 ORDER BY project_id, rank, rid`
+	orderKeysSQL = `SELECT project_id, rank, rid FROM person_order GROUP BY project_id, rank, rid
+		HAVING argMax(is_deleted, version) = 0 ORDER BY project_id, rank, rid`
+	countsSQL     = `SELECT project_id, argMax(live, version) AS n FROM person_counts GROUP BY project_id HAVING n > 0 ORDER BY project_id`
+	liveCountsSQL = `SELECT project_id, count() FROM (` + livePersonKeysSQL + `) GROUP BY project_id ORDER BY project_id`
+	// Persons whose email person_emails does not have (it may hold more).
+	missingEmailsSQL = `SELECT project_id, id, e FROM (
+		SELECT project_id, id, argMax(property_values[indexOf(property_keys, 'email')], version) AS e,
+			argMax(has(property_keys, 'email'), version) AS h FROM persons GROUP BY project_id, id
+	) WHERE h = 1 AND (project_id, e, id) NOT IN (SELECT project_id, email, id FROM person_emails) ORDER BY project_id, id`
+)
+
+func checkListTables(t testing.TB, store *chstore.Store) {
+	t.Helper()
+	if got, want := queryText(t, store, orderKeysSQL), queryText(t, store, livePersonKeysSQL); got != want {
+		t.Errorf("person_order's live keys are not the live persons': %s", FirstDiff(got, want))
+	}
+	if got, want := queryText(t, store, countsSQL), queryText(t, store, liveCountsSQL); got != want {
+		t.Errorf("person_counts is not the live persons' count: %s", FirstDiff(got, want))
+	}
+	if missing := queryText(t, store, missingEmailsSQL); missing != "" {
+		t.Errorf("person_emails lacks persons' emails:\n%s", missing)
+	}
+}
+
+// queryText renders a query's rows as text, tab-separated.
+func queryText(t testing.TB, store *chstore.Store, sql string) string {
+	t.Helper()
+	rows, err := store.Conn().Query(context.Background(), sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	n := len(rows.Columns())
+	for rows.Next() {
+		vals := make([]any, n)
+		for i, ct := range rows.ColumnTypes() {
+			vals[i] = reflect.New(ct.ScanType()).Interface()
+		}
+		if err := rows.Scan(vals...); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vals {
+			fmt.Fprintf(&b, "%v\t", reflect.ValueOf(v).Elem().Interface())
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
 }

@@ -1,0 +1,103 @@
+package chstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/personhub/personhub/pkg/propfilter"
+)
+
+// The unfiltered list without reading the project (issue #12): the count
+// is the ingester's (person_counts), and the page's ids come from
+// person_order, whose sort key is the list's order. ClickHouse 18.16
+// cannot read a table in key order for ORDER BY ... LIMIT (19.14 can), so
+// the page is read from a key range: the persons created in a window
+// before the project's newest created_at, widened until it holds the
+// rows up to the page's end. The range is a prefix of the order, so its
+// first rows are the list's. FINAL on a key range merges that range only
+// (every version of a row has the same key).
+
+// orderWindows are the successive windows before the newest created_at;
+// the last reads the whole project.
+var orderWindows = []time.Duration{time.Hour, 8 * time.Hour, 64 * time.Hour, 512 * time.Hour, 4096 * time.Hour, 32768 * time.Hour, 0}
+
+func (q ListQuery) unfiltered() bool {
+	return q.DistinctID == "" && q.Email == "" && q.Search == "" && q.Properties.SQL == ""
+}
+
+// listUnfiltered answers an unfiltered page; ok is false when the project
+// has no maintained count yet (the caller takes the general path).
+func (s *Store) listUnfiltered(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, bool, error) {
+	total, newest, ok, err := s.LiveCount(ctx, q.ProjectID)
+	if err != nil || !ok {
+		return nil, 0, false, err
+	}
+	if uint64(q.Offset) >= total {
+		return nil, total, true, nil
+	}
+	var rids []uint64
+	for _, w := range orderWindows {
+		bound := uint64(math.MaxUint32)
+		if w > 0 {
+			bound = uint64(orderRank(newest.Add(-w)))
+		}
+		// Only the page's keys come back; a full page proves the window
+		// held every row before it.
+		rids, err = s.queryIDs(ctx, `SELECT rid FROM person_order FINAL
+			WHERE project_id = ? AND rank <= ? AND is_deleted = 0 ORDER BY rank, rid LIMIT ?, ?`,
+			q.ProjectID, bound, q.Offset, q.Limit)
+		if err != nil {
+			return nil, 0, false, fmt.Errorf("list persons: %w", err)
+		}
+		if len(rids) >= q.Limit || w == 0 {
+			break
+		}
+	}
+	ids := make([]uint64, len(rids))
+	for i, rid := range rids {
+		ids[i] = idOfRID(rid)
+	}
+	list, err := s.materialise(ctx, q.ProjectID, ids)
+	return list, total, true, err
+}
+
+// materialise reads the full rows of a page's ids by key, in the page's
+// order; a person deleted meanwhile is left out.
+func (s *Store) materialise(ctx context.Context, projectID uint64, ids []uint64) ([]PersonRecord, error) {
+	return s.materialiseWhere(ctx, projectID, ids, propfilter.Clause{})
+}
+
+// materialiseWhere is materialise leaving out, too, a person whose newest
+// row no longer matches f (changed since its id was chosen).
+func (s *Store) materialiseWhere(ctx context.Context, projectID uint64, ids []uint64, f propfilter.Clause) ([]PersonRecord, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	where, args := "is_deleted = 0", []any{projectID, set(ids)}
+	if f.SQL != "" {
+		where += " AND " + f.SQL
+		args = append(args, f.Args...)
+	}
+	// PREWHERE on the key alone is safe with FINAL (every version of a
+	// person has the same key) and makes ClickHouse read the wide columns
+	// of the granules holding the page only; with WHERE, 18.16 read them
+	// for neighbouring rows too, another project's widest person included.
+	found, err := s.queryPersons(ctx, "SELECT "+personColumns+" FROM persons FINAL PREWHERE project_id = ? AND id IN ? WHERE "+where, args...)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[uint64]PersonRecord, len(found))
+	for _, p := range found {
+		byID[p.ID] = p
+	}
+	list := make([]PersonRecord, 0, len(ids))
+	for _, id := range ids {
+		if p, ok := byID[id]; ok {
+			list = append(list, p)
+			delete(byID, id) // once, whatever the order table says
+		}
+	}
+	return list, nil
+}
