@@ -1,4 +1,4 @@
-package apiserver_test
+package compose_test
 
 import (
 	"context"
