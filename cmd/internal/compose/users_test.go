@@ -116,6 +116,8 @@ func runAsComposeUsers(t *testing.T, parts int) {
 	files, _ := json.Marshal(map[string]string{"index.ts": tagger})
 	c.call(200, "PATCH", fmt.Sprintf("/api/organizations/@current/pipeline_transformations/%v/update_source/", p["id"]), string(files))
 	c.call(201, "POST", fmt.Sprintf("/api/projects/%d/plugin_configs/", projA.ID), fmt.Sprintf(`{"plugin":%v,"enabled":true,"order":1,"config":{}}`, p["id"]))
+	// A plugin of the (builtin) repository claims its URL in plugin_urls.
+	c.call(201, "POST", "/api/organizations/@current/pipeline_transformations/", `{"plugin_type":"custom","url":"https://github.com/personhub/plugin-drop-events"}`)
 	// The API announces plugin changes on plugins.<org>.<kind>: the
 	// announcement only logs when refused, so check it was stored.
 	testenv.WaitFor(t, 10*time.Second, "plugin announcements", func() (bool, error) {
