@@ -4,7 +4,7 @@
 #
 #   /usr/local/bin/api        HTTP API            (api run | api admin ...)
 #   /usr/local/bin/ingester   JetStream consumer  (ingester run | migrate | publish)
-#   /usr/local/bin/deleter    not implemented yet (exits 2)
+#   /usr/local/bin/deleter    queued event deletions (deleter run | run-now)
 #
 # Build:  docker build -t personhub .
 # Run:    docker run --rm personhub ingester migrate   (the default is `api run`)

@@ -6,48 +6,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personhub/personhub/pkg/progress"
 	"github.com/personhub/personhub/pkg/stream"
+	"github.com/personhub/personhub/pkg/testenv"
 )
 
 // TestComposeNATSPermissions runs the NATS configuration docker-compose.yml
 // ships (deploy/nats/nats.conf) and checks that only the api user can
 // publish commands, while each user can do its own work.
 func TestComposeNATSPermissions(t *testing.T) {
-	for _, v := range []string{"NATS_API_PASSWORD", "NATS_INGESTER_PASSWORD", "NATS_CAPTURE_PASSWORD"} {
-		t.Setenv(v, "pw-"+v)
-	}
-	opts, err := server.ProcessConfigFile("../../deploy/nats/nats.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Host, opts.Port, opts.HTTPPort, opts.StoreDir = "127.0.0.1", -1, 0, t.TempDir()
-	opts.NoLog, opts.NoSigs = true, true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server did not start")
-	}
+	n := testenv.StartComposeNATS(t, "../../deploy/nats/nats.conf", "api", "ingester", "capture")
 	connect := func(user string) jetstream.JetStream {
 		t.Helper()
-		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, "pw-NATS_"+map[string]string{"api": "API", "ingester": "INGESTER", "capture": "CAPTURE"}[user]+"_PASSWORD"),
-			nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-		if err != nil {
-			t.Fatalf("%s: %v", user, err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, js := n.Connect(t, user)
 		return js
 	}
 	ctx := context.Background()
