@@ -197,24 +197,38 @@ func (i *Ingester) Run(ctx context.Context) error {
 	// Always checked: an ingester folding all of a partitioned stream
 	// would write beside the partitions' ingesters.
 	streams.Partitions = max(streams.Partitions, 1)
-	err := stream.Ensure(ctx, i.js, streams)
+	// JetStream calls are retried while a cluster elects a leader
+	// (cluster.go).
+	err := i.whileUnavailable(ctx, "bind the streams", func() error { return stream.Ensure(ctx, i.js, streams) })
 	if err != nil {
 		return err
 	}
-	if i.progress, err = progress.OpenReplicated(ctx, i.js, streams.Replicas); err != nil {
+	err = i.whileUnavailable(ctx, "bind the progress bucket", func() (err error) {
+		i.progress, err = progress.OpenReplicated(ctx, i.js, streams.Replicas)
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	// Nothing of the consumer or ClickHouse is touched before the lease.
-	if i.lease, err = acquireLease(ctx, i.js, i.cfg.Consumer, i.cfg.LeaseTTL, streams.Replicas, i.log, lost); err != nil {
+	err = i.whileUnavailable(ctx, "take the lease", func() (err error) {
+		i.lease, err = acquireLease(ctx, i.js, i.cfg.Consumer, i.cfg.LeaseTTL, streams.Replicas, i.log, lost)
+		return err
+	})
+	if err != nil {
 		return stopped(ctx, err)
 	}
 	defer i.lease.release()
 	if err := i.recover(ctx); err != nil {
 		return err
 	}
-	iter, err := i.subscribe(ctx)
-	if err != nil {
+	var iter jetstream.MessagesContext
+	err = i.whileUnavailable(ctx, "create the consumer", func() (err error) {
+		iter, err = i.subscribe(ctx)
 		return err
+	})
+	if err != nil {
+		return stopped(ctx, err)
 	}
 	// Stopping the iterator first means no new message arrives while the
 	// last batch is flushed; the flush must finish before Run returns.
