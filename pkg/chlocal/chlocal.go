@@ -182,6 +182,17 @@ func config(dir string, tcpPort, httpPort int) string {
   <quotas><default></default></quotas>
   <default_profile>default</default_profile>
   <default_database>default</default_database>
+  <!-- A one-shard cluster of this server alone, so that Distributed
+       tables over it work: the cluster DDL of docs/operations.md is run
+       here by schema/cluster_test.go. -->
+  <remote_servers>
+    <personhub>
+      <shard>
+        <internal_replication>true</internal_replication>
+        <replica><host>127.0.0.1</host><port>{tcp}</port></replica>
+      </shard>
+    </personhub>
+  </remote_servers>
 </yandex>
 `)
 }
