@@ -3,7 +3,6 @@ package schema_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,43 +13,11 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// clusterDDL returns the statements of the cluster DDL in
-// docs/operations.md ("On a ClickHouse cluster": its first sql block).
-func clusterDDL(t *testing.T) []string {
-	t.Helper()
-	doc, err := os.ReadFile("../docs/operations.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(doc), "\n### On a ClickHouse cluster\n")
-	if !ok {
-		t.Fatal(`docs/operations.md has no "On a ClickHouse cluster" section`)
-	}
-	_, block, ok := strings.Cut(section, "```sql\n")
-	if !ok {
-		t.Fatal("the section has no sql block")
-	}
-	block, _, _ = strings.Cut(block, "```")
-	var out []string
-	for _, st := range strings.Split(block, ";\n") {
-		if st = strings.TrimSpace(st); st != "" {
-			out = append(out, st)
-		}
-	}
-	return out
-}
-
-// replicated matches a Replicated engine's path and replica arguments.
-var replicated = regexp.MustCompile(`Replicated(\w*MergeTree)\('[^']*', '\{replica\}'(, )?`)
-
-// local rewrites a statement of the cluster DDL for one server without
-// ZooKeeper: no ON CLUSTER, the plain engines, database db. The
-// Distributed tables stay: the test server defines a one-shard cluster
-// personhub of itself (pkg/chlocal).
+// local rewrites a statement of the cluster DDL for the test server,
+// in database db. The Distributed tables stay: the test server defines a
+// one-shard cluster personhub of itself (pkg/chlocal).
 func local(st, db string) string {
-	st = strings.ReplaceAll(st, " ON CLUSTER personhub", "")
-	st = strings.ReplaceAll(replicated.ReplaceAllString(st, "${1}("), "MergeTree()", "MergeTree")
-	st = strings.ReplaceAll(st, "personhub.", db+".")
+	st = strings.ReplaceAll(testenv.WithoutReplication(st), "personhub.", db+".")
 	return strings.ReplaceAll(st, "Distributed(personhub, personhub,", "Distributed(personhub, "+db+",")
 }
 
@@ -118,10 +85,7 @@ func TestClusterDDL(t *testing.T) {
 	t.Cleanup(func() { _ = ref.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
 	shards := map[string]string{}
 	shardKey := regexp.MustCompile(`Distributed\(personhub, personhub, (\w+)_local, (.+)\)$`)
-	for _, st := range clusterDDL(t) {
-		if strings.HasPrefix(st, "CREATE DATABASE") {
-			continue
-		}
+	for _, st := range testenv.ClusterDDL(t) {
 		if m := shardKey.FindStringSubmatch(st); m != nil {
 			shards[m[1]] = m[2]
 		}
