@@ -254,11 +254,18 @@ func (i *Ingester) Run(ctx context.Context) error {
 			batch, err = i.collect(ctx, iter, batch, ext.through)
 		}
 		var gap *gapError
-		if errors.As(err, &gap) {
+		lost := errors.Is(err, jetstream.ErrNoHeartbeat)
+		if errors.As(err, &gap) || lost {
 			// The batch before the gap is committed; the messages from
 			// the gap on come again, in order, from a new consumer.
-			i.metrics.gaps.Inc()
-			i.log.Warn("messages lost in delivery; consumer recreated from the last commit", "expected_delivery", gap.want, "delivered", gap.got, "committed_seq", i.folder.Committed)
+			if lost {
+				// The consumer's server went quiet: on a cluster, its
+				// leader was lost (cluster.go).
+				i.log.Warn("consumer stopped sending heartbeats; recreated from the last commit", "committed_seq", i.folder.Committed)
+			} else {
+				i.metrics.gaps.Inc()
+				i.log.Warn("messages lost in delivery; consumer recreated from the last commit", "expected_delivery", gap.want, "delivered", gap.got, "committed_seq", i.folder.Committed)
+			}
 			iter.Stop()
 			if iter, err = i.resubscribe(ctx); err == nil {
 				continue
