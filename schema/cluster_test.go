@@ -73,6 +73,7 @@ func tables(t *testing.T, st *chstore.Store, db string) map[string]table {
 // database: `ingester migrate` records the migrations without error.
 func TestClusterDDL(t *testing.T) {
 	ref := testenv.ClickHouse(t)
+	testenv.RequireClusters(t, ref)
 	ctx := context.Background()
 	var refDB string
 	if err := ref.Conn().QueryRow(ctx, "SELECT currentDatabase()").Scan(&refDB); err != nil {

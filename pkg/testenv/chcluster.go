@@ -60,6 +60,19 @@ func WithoutReplication(st string) string {
 	return strings.ReplaceAll(replicatedEngine.ReplaceAllString(st, "${1}("), "MergeTree()", "MergeTree")
 }
 
+// RequireClusters fails the test unless the server defines the clusters
+// and the user of pkg/chlocal's configuration: a server given by
+// CLICKHOUSE_ADDR needs them too.
+func RequireClusters(t testing.TB, st *chstore.Store) {
+	t.Helper()
+	var n uint64
+	err := st.Conn().QueryRow(context.Background(),
+		"SELECT count() FROM (SELECT DISTINCT cluster FROM system.clusters WHERE cluster IN ('personhub', 'personhub_two_shards'))").Scan(&n)
+	if err != nil || n != 2 {
+		t.Fatalf("the ClickHouse server lacks the clusters personhub and personhub_two_shards (%v): give a server of CLICKHOUSE_ADDR the remote_servers and the user personhub_cluster of pkg/chlocal's configuration", err)
+	}
+}
+
 // Shard databases of the two-shard cluster personhub_two_shards: the
 // test server's configuration names them (a replica's default database),
 // so one test at a time per server uses them.
@@ -82,6 +95,7 @@ func ShardedClickHouse(t testing.TB) *chstore.Store {
 		t.Fatalf("open clickhouse: %v", err)
 	}
 	t.Cleanup(func() { _ = admin.Close() })
+	RequireClusters(t, admin)
 	exec := func(ctx context.Context, st string) {
 		if err := admin.Conn().Exec(ctx, st); err != nil {
 			t.Fatalf("%v\n%s", err, st)
