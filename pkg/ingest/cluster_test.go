@@ -41,6 +41,22 @@ func TestClusterSurvivesTheLossOfANode(t *testing.T) {
 	half := len(msgs) / 2
 	first := publishSpreadRetrying(t, c.JS, 0, msgs[:half], 3, 30*time.Second)
 
+	// The API's watchers of the partitions' watermarks, started before
+	// the loss, must follow them after it.
+	kv, err := progress.OpenReplicated(ctx, c.JS, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var watchers []*progress.Watcher
+	for k := range 3 {
+		w, err := progress.Watch(ctx, kv, stream.ConsumerName("cluster", k, 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		watchers = append(watchers, w)
+	}
+
 	var cancels []context.CancelFunc
 	var dones []<-chan error
 	for k := range 3 {
@@ -63,10 +79,14 @@ func TestClusterSurvivesTheLossOfANode(t *testing.T) {
 		}
 	}
 	// Mid-ingest: the first batches are committed, most are not.
-	testenv.WaitFor(t, 30*time.Second, "a first commit", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "a first commit", func() (bool, error) {
 		running()
-		seq, err := store.LastCommitted(ctx, stream.ConsumerName("cluster", 0, 3))
-		return seq > 0, err
+		for k := range 3 {
+			if seq, err := store.LastCommitted(ctx, stream.ConsumerName("cluster", k, 3)); seq > 0 || err != nil {
+				return err == nil, err
+			}
+		}
+		return false, nil
 	})
 	leader := c.StreamLeader(t, stream.Events)
 	c.Shutdown(leader)
@@ -76,7 +96,7 @@ func TestClusterSurvivesTheLossOfANode(t *testing.T) {
 	for k := range 3 {
 		rest[k] = max(rest[k], first[k])
 		name := stream.ConsumerName("cluster", k, 3)
-		testenv.WaitFor(t, 45*time.Second, name+" committing its last message", func() (bool, error) {
+		testenv.WaitFor(t, time.Minute, name+" committing its last message", func() (bool, error) {
 			running()
 			seq, err := store.LastCommitted(ctx, name)
 			return seq >= rest[k], err
@@ -106,20 +126,10 @@ func TestClusterSurvivesTheLossOfANode(t *testing.T) {
 	if got := testenv.Snapshot(t, store); got != want {
 		t.Fatalf("after losing a node:\n%s", testenv.FirstDiff(got, want))
 	}
-	// The watermarks survived on the remaining replicas.
-	kv, err := progress.Open(ctx, c.JS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k := range 3 {
-		w, err := progress.Watch(ctx, kv, stream.ConsumerName("cluster", k, 3))
-		if err != nil {
-			t.Fatal(err)
-		}
+	for k, w := range watchers {
 		if err := w.Wait(ctx, rest[k], 10*time.Second); err != nil {
-			t.Errorf("watermark of partition %d: %v (at %d, want %d)", k, err, w.Seq(), rest[k])
+			t.Errorf("watermark of partition %d, watched since before the loss: %v (at %d, want %d)", k, err, w.Seq(), rest[k])
 		}
-		w.Stop()
 	}
 }
 
