@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/stream"
 )
 
 // Env returns the environment variable or def. A string cannot be
@@ -80,7 +81,10 @@ func (e *EnvReader) Err() error { return errors.Join(e.errs...) }
 
 // Common holds the settings every binary shares.
 type Common struct {
-	NATSURL            string
+	NATSURL string
+	// NATSReplicas: replicas of the KV buckets and object stores a binary
+	// creates without a count of their own (stream.Replicated).
+	NATSReplicas       int
 	ClickHouseAddr     string
 	ClickHouseDatabase string
 	ClickHouseUser     string
@@ -95,6 +99,7 @@ type Common struct {
 // Bind registers the common flags on fs.
 func (c *Common) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSURL, "nats-url", Env("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL (env NATS_URL)")
+	fs.IntVar(&c.NATSReplicas, "nats-replicas", c.Env.Int("NATS_REPLICAS", 1), "replicas of the KV buckets and object stores created when missing (control plane, actions, cohorts, plugins, transformations); more than 1 needs a JetStream cluster (env NATS_REPLICAS)")
 	fs.StringVar(&c.ClickHouseAddr, "clickhouse-addr", Env("CLICKHOUSE_ADDR", "127.0.0.1:9000"), "ClickHouse native protocol host:port (env CLICKHOUSE_ADDR)")
 	fs.StringVar(&c.ClickHouseDatabase, "clickhouse-database", Env("CLICKHOUSE_DATABASE", "personhub"), "ClickHouse database (env CLICKHOUSE_DATABASE)")
 	fs.StringVar(&c.ClickHouseUser, "clickhouse-user", Env("CLICKHOUSE_USER", "default"), "ClickHouse user (env CLICKHOUSE_USER)")
@@ -108,6 +113,9 @@ func (c *Common) Validate() error {
 	var errs []error
 	if c.NATSURL == "" {
 		errs = append(errs, errors.New("nats-url is empty"))
+	}
+	if c.NATSReplicas < 1 || c.NATSReplicas > 5 {
+		errs = append(errs, fmt.Errorf("nats-replicas %d out of range 1..5", c.NATSReplicas))
 	}
 	if c.ClickHouseAddr == "" {
 		errs = append(errs, errors.New("clickhouse-addr is empty"))
@@ -173,7 +181,8 @@ func (c *Common) CurrentClickHouse(ctx context.Context) (*chstore.Store, error) 
 }
 
 // NATS connects, retrying forever in the background after the first
-// connection.
+// connection. Buckets created through it get NATSReplicas replicas unless
+// they name their own.
 func (c *Common) NATS(name string) (*nats.Conn, jetstream.JetStream, error) {
 	nc, err := nats.Connect(c.NATSURL, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second))
 	if err != nil {
@@ -184,7 +193,7 @@ func (c *Common) NATS(name string) (*nats.Conn, jetstream.JetStream, error) {
 		nc.Close()
 		return nil, nil, err
 	}
-	return nc, js, nil
+	return nc, stream.Replicated(js, c.NATSReplicas), nil
 }
 
 // SignalContext is cancelled on SIGINT or SIGTERM.

@@ -64,3 +64,23 @@ func TestCommonValidateReportsEnv(t *testing.T) {
 		t.Fatal("ValidateLogging accepted a malformed variable")
 	}
 }
+
+// NATS_REPLICAS: read, and refused out of range.
+func TestNATSReplicas(t *testing.T) {
+	for env, want := range map[string]string{"": "", "3": "", "0": "nats-replicas 0 out of range", "7": "nats-replicas 7 out of range", "x": `NATS_REPLICAS="x": not an integer`} {
+		t.Setenv("NATS_REPLICAS", env)
+		var c Common
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		c.Bind(fs)
+		if err := fs.Parse(nil); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Validate()
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("NATS_REPLICAS=%q: %v", env, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("NATS_REPLICAS=%q: %v, want %q", env, err, want)
+		}
+	}
+}

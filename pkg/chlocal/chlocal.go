@@ -177,11 +177,48 @@ func config(dir string, tcpPort, httpPort int) string {
       <profile>default</profile>
       <quota>default</quota>
     </default>
+    <!-- The service's user on a ClickHouse cluster (docs/operations.md,
+         "On a ClickHouse cluster"), as far as tables without
+         replication need it. -->
+    <personhub_cluster>
+      <password></password>
+      <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+      <profile>personhub_cluster</profile>
+      <quota>default</quota>
+    </personhub_cluster>
   </users>
-  <profiles><default></default></profiles>
+  <profiles>
+    <default></default>
+    <personhub_cluster>
+      <distributed_product_mode>local</distributed_product_mode>
+      <insert_distributed_sync>1</insert_distributed_sync>
+    </personhub_cluster>
+  </profiles>
   <quotas><default></default></quotas>
   <default_profile>default</default_profile>
   <default_database>default</default_database>
+  <!-- Clusters of this server alone, so that the cluster DDL of
+       docs/operations.md runs here (schema/cluster_test.go) and the
+       service runs on Distributed tables over two shards, each shard a
+       database of its own (testenv.ShardedClickHouse). -->
+  <remote_servers>
+    <personhub>
+      <shard>
+        <internal_replication>true</internal_replication>
+        <replica><host>127.0.0.1</host><port>{tcp}</port></replica>
+      </shard>
+    </personhub>
+    <personhub_two_shards>
+      <shard>
+        <internal_replication>true</internal_replication>
+        <replica><host>127.0.0.1</host><port>{tcp}</port><default_database>personhub_shard1</default_database></replica>
+      </shard>
+      <shard>
+        <internal_replication>true</internal_replication>
+        <replica><host>127.0.0.1</host><port>{tcp}</port><default_database>personhub_shard2</default_database></replica>
+      </shard>
+    </personhub_two_shards>
+  </remote_servers>
 </yandex>
 `)
 }

@@ -94,7 +94,7 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, name, desc string
 		Description: "personhub control plane: " + desc,
 		History:     bucketHistory,
 		Storage:     jetstream.FileStorage,
-		Replicas:    1,
+		// Replicas unset: NATS_REPLICAS decides (stream.Replicated).
 	})
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		// Exists with a different configuration (e.g. tuned by an

@@ -206,24 +206,38 @@ func (i *Ingester) Run(ctx context.Context) error {
 	// Always checked: an ingester folding all of a partitioned stream
 	// would write beside the partitions' ingesters.
 	streams.Partitions = max(streams.Partitions, 1)
-	err := stream.Ensure(ctx, i.js, streams)
+	// JetStream calls are retried while a cluster elects a leader
+	// (cluster.go).
+	err := i.whileUnavailable(ctx, "bind the streams", func() error { return stream.Ensure(ctx, i.js, streams) })
 	if err != nil {
 		return err
 	}
-	if i.progress, err = progress.OpenReplicated(ctx, i.js, streams.Replicas); err != nil {
+	err = i.whileUnavailable(ctx, "bind the progress bucket", func() (err error) {
+		i.progress, err = progress.OpenReplicated(ctx, i.js, streams.Replicas)
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	// Nothing of the consumer or ClickHouse is touched before the lease.
-	if i.lease, err = acquireLease(ctx, i.js, i.cfg.Consumer, i.cfg.LeaseTTL, streams.Replicas, i.log, lost); err != nil {
+	err = i.whileUnavailable(ctx, "take the lease", func() (err error) {
+		i.lease, err = acquireLease(ctx, i.js, i.cfg.Consumer, i.cfg.LeaseTTL, streams.Replicas, i.log, lost)
+		return err
+	})
+	if err != nil {
 		return stopped(ctx, err)
 	}
 	defer i.lease.release()
 	if err := i.recover(ctx); err != nil {
 		return err
 	}
-	iter, err := i.subscribe(ctx)
-	if err != nil {
+	var iter jetstream.MessagesContext
+	err = i.whileUnavailable(ctx, "create the consumer", func() (err error) {
+		iter, err = i.subscribe(ctx)
 		return err
+	})
+	if err != nil {
+		return stopped(ctx, err)
 	}
 	// Stopping the iterator first means no new message arrives while the
 	// last batch is flushed; the flush must finish before Run returns.
@@ -249,11 +263,18 @@ func (i *Ingester) Run(ctx context.Context) error {
 			batch, err = i.collect(ctx, iter, batch, ext.through)
 		}
 		var gap *gapError
-		if errors.As(err, &gap) {
+		lost := errors.Is(err, jetstream.ErrNoHeartbeat)
+		if errors.As(err, &gap) || lost {
 			// The batch before the gap is committed; the messages from
 			// the gap on come again, in order, from a new consumer.
-			i.metrics.gaps.Inc()
-			i.log.Warn("messages lost in delivery; consumer recreated from the last commit", "expected_delivery", gap.want, "delivered", gap.got, "committed_seq", i.folder.Committed)
+			if lost {
+				// The consumer's server went quiet: on a cluster, its
+				// leader was lost (cluster.go).
+				i.log.Warn("consumer stopped sending heartbeats; recreated from the last commit", "committed_seq", i.folder.Committed)
+			} else {
+				i.metrics.gaps.Inc()
+				i.log.Warn("messages lost in delivery; consumer recreated from the last commit", "expected_delivery", gap.want, "delivered", gap.got, "committed_seq", i.folder.Committed)
+			}
 			iter.Stop()
 			if iter, err = i.resubscribe(ctx); err == nil {
 				continue

@@ -24,16 +24,24 @@ const spreadProjects = 8
 // partitions (index parts: of the whole stream).
 func publishSpread(t *testing.T, js jetstream.JetStream, first int, msgs []testenv.Message, parts int) []uint64 {
 	t.Helper()
-	ctx := context.Background()
+	return publishSpreadRetrying(t, js, first, msgs, parts, 0)
+}
+
+// publishSpreadRetrying is publishSpread retrying each message for up to
+// retry (testenv.PublishRetrying), through a cluster electing leaders.
+func publishSpreadRetrying(t *testing.T, js jetstream.JetStream, first int, msgs []testenv.Message, parts int, retry time.Duration) []uint64 {
+	t.Helper()
 	last := make([]uint64, parts+1)
 	for j, m := range msgs {
 		i := first + j
 		project := uint64(1 + i%spreadProjects)
 		id := uuid.NewSHA1(uuid.NameSpaceURL, []byte("spread-"+strconv.Itoa(i))).String()
 		ts := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second)
-		ack, err := testenv.Publish(ctx, js, project, m, id, ts)
+		ack, err := testenv.PublishRetrying(context.Background(), retry, func(ctx context.Context) (*jetstream.PubAck, error) {
+			return testenv.Publish(ctx, js, project, m, id, ts)
+		})
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("message %d: %v", i, err)
 		}
 		last[stream.PartitionOf(strconv.FormatUint(project, 10), parts)] = ack.Sequence
 		last[parts] = ack.Sequence

@@ -56,31 +56,98 @@ var ErrTimeout = errors.New("the ingester has not folded the change yet")
 
 // Watcher follows one consumer's watermark.
 type Watcher struct {
+	kv  jetstream.KeyValue
+	key string
+
 	mu      sync.Mutex
 	seq     uint64
 	changed chan struct{} // closed and replaced on every advance
-	stop    func() error
+	quit    chan struct{}
+	done    chan struct{}
+	stopped sync.Once
 }
+
+// Resync is how often a Watcher reads the watermark itself. A KV watch is
+// an ordered consumer; on a NATS cluster, one whose stream lost its
+// leader can stop delivering without ending (pkg/ingest's
+// TestClusterSurvivesTheLossOfANode saw it). The read catches the
+// watermark up within Resync, and a watch found behind twice in a row is
+// started again.
+const Resync = time.Second
 
 // Watch starts following consumer's watermark.
 func Watch(ctx context.Context, kv jetstream.KeyValue, consumer string) (*Watcher, error) {
-	w := &Watcher{changed: make(chan struct{})}
+	w := &Watcher{kv: kv, key: consumer, changed: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
 	kw, err := kv.Watch(ctx, consumer)
 	if err != nil {
 		return nil, err
 	}
-	w.stop = kw.Stop
-	go func() {
-		for e := range kw.Updates() {
+	go w.run(kw)
+	return w, nil
+}
+
+// run follows the watch and reads the key every Resync until Stop.
+func (w *Watcher) run(kw jetstream.KeyWatcher) {
+	defer close(w.done)
+	defer func() {
+		if kw != nil {
+			_ = kw.Stop()
+		}
+	}()
+	tick := time.NewTicker(Resync)
+	defer tick.Stop()
+	// watched: the newest value the watch delivered; read: the value the
+	// last read found.
+	var watched, read uint64
+	for {
+		var updates <-chan jetstream.KeyValueEntry
+		if kw != nil {
+			updates = kw.Updates()
+		}
+		select {
+		case <-w.quit:
+			return
+		case e, ok := <-updates:
+			if !ok {
+				kw = nil // ended: the next read starts another
+				continue
+			}
 			if e == nil { // initial values delivered
 				continue
 			}
 			if n, err := strconv.ParseUint(string(e.Value()), 10, 64); err == nil {
+				watched = max(watched, n)
 				w.advance(n)
 			}
+		case <-tick.C:
+			stalled := kw == nil || read > watched
+			read = w.read()
+			w.advance(read)
+			if stalled && read > watched {
+				if kw != nil {
+					_ = kw.Stop()
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), Resync)
+				next, err := w.kv.Watch(ctx, w.key)
+				cancel()
+				if kw = next; err != nil {
+					kw = nil
+				}
+			}
 		}
-	}()
-	return w, nil
+	}
+}
+
+// read returns the watermark as stored, 0 when it cannot be read.
+func (w *Watcher) read() uint64 {
+	ctx, cancel := context.WithTimeout(context.Background(), Resync)
+	defer cancel()
+	e, err := w.kv.Get(ctx, w.key)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseUint(string(e.Value()), 10, 64)
+	return n
 }
 
 func (w *Watcher) advance(seq uint64) {
@@ -123,4 +190,7 @@ func (w *Watcher) Wait(ctx context.Context, seq uint64, limit time.Duration) err
 }
 
 // Stop ends the watch.
-func (w *Watcher) Stop() { _ = w.stop() }
+func (w *Watcher) Stop() {
+	w.stopped.Do(func() { close(w.quit) })
+	<-w.done
+}

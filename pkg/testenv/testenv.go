@@ -133,17 +133,25 @@ func StartNATS(t testing.TB, dir string) *NATS {
 	}
 	n := &NATS{Dir: dir, port: -1}
 	n.StartServer(t)
-	nc, err := nats.Connect(n.Server.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	n.Conn, n.JS = connect(t, n.Server.ClientURL())
+	t.Cleanup(n.Stop)
+	return n
+}
+
+// connect connects a client that reconnects forever to url (a
+// comma-separated list of servers).
+func connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
+		nc.Close()
 		t.Fatal(err)
 	}
-	n.Conn, n.JS = nc, js
-	t.Cleanup(n.Stop)
-	return n
+	return nc, js
 }
 
 // StartServer starts the server (again, after ShutdownServer) on the same
