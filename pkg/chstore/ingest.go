@@ -117,28 +117,41 @@ type BatchMarker struct {
 func (s *Store) WriteBatch(ctx context.Context, events []EventRow, b fold.Batch, m BatchMarker) error {
 	// The live counts are read as of the commit point before the rows
 	// and written after them, before the marker (livecount.go).
-	plan, err := s.counts.begin(ctx, s, m.FirstSeq-1, b)
+	counts := s.counts.of(m.Consumer)
+	plan, err := counts.begin(ctx, s, m.FirstSeq-1, b)
 	if err != nil {
 		return fmt.Errorf("live counts: %w", err)
 	}
-	if err := s.WriteRows(ctx, events, b); err != nil {
+	if err := s.writeRows(ctx, events, b, counts); err != nil {
 		return err
 	}
-	if err := s.counts.finish(ctx, s, plan, m.LastSeq); err != nil {
+	if err := counts.finish(ctx, s, plan, m.LastSeq); err != nil {
 		return fmt.Errorf("write live counts: %w", err)
 	}
 	err = s.insertRow(ctx, `INSERT INTO ingest_batches (consumer, first_seq, last_seq, events, persons, distinct_ids, flushed_at)`, m.Consumer, m.FirstSeq, m.LastSeq, uint32(m.Events), uint32(len(b.Persons)), uint32(len(b.DistinctIDs)), time.Now().UTC())
 	if err != nil {
 		return fmt.Errorf("write batch marker: %w", err)
 	}
-	s.counts.commit(plan, m.LastSeq)
+	counts.commit(plan, m.LastSeq)
 	return nil
 }
 
-// WriteRows writes a batch's rows without committing it (no marker).
+// WriteRows writes a batch's rows without committing it (no marker). Whose
+// batch is not said, so every consumer's counts look for rows above their
+// commit point before their next batch (tests write crashed batches so).
 func (s *Store) WriteRows(ctx context.Context, events []EventRow, b fold.Batch) error {
+	return s.writeRows(ctx, events, b, nil)
+}
+
+// writeRows writes the rows of a batch of the consumer counts belongs to
+// (nil: unknown).
+func (s *Store) writeRows(ctx context.Context, events []EventRow, b fold.Batch, counts *liveCounts) error {
 	// Rows above the commit point until a marker says otherwise.
-	s.counts.written()
+	if counts != nil {
+		counts.written()
+	} else {
+		s.counts.written()
+	}
 	// Inserts within a stage are independent and run together (each costs
 	// a round trip and a part); the stages keep the order recovery needs.
 	err := concurrently(

@@ -55,6 +55,33 @@ func newLiveCounts() *liveCounts {
 	return &liveCounts{known: map[uint64]projectCount{}, dirty: map[uint64]uint64{}, unsure: true}
 }
 
+// consumerCounts holds one liveCounts per consumer (ingester partition).
+type consumerCounts struct {
+	mu sync.Mutex
+	by map[string]*liveCounts
+}
+
+func (cc *consumerCounts) of(consumer string) *liveCounts {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	lc, ok := cc.by[consumer]
+	if !ok {
+		lc = newLiveCounts()
+		cc.by[consumer] = lc
+	}
+	return lc
+}
+
+// written marks every consumer's counts unsure: rows of an unknown
+// consumer's batch were written.
+func (cc *consumerCounts) written() {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for _, lc := range cc.by {
+		lc.written()
+	}
+}
+
 // countPlan is one batch's work: the projects to write and how.
 type countPlan struct {
 	from    uint64                  // the commit point c

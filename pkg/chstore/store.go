@@ -68,9 +68,11 @@ type Store struct {
 	conn     driver.Conn // a classifyingConn
 	database string
 	values   *valueCounts // CountPropertyValues (values_counts.go); nil: not kept
-	// counts is the ingester's per-project live-person counts (the
-	// writer's side of person_counts; unused by readers).
-	counts *liveCounts
+	// counts is the ingesters' per-project live-person counts (the
+	// writer's side of person_counts; unused by readers), one state per
+	// consumer: the partitions one process runs share this Store, and
+	// each has its own commit point.
+	counts *consumerCounts
 }
 
 // Open connects and pings. It creates the database when it is missing, so
@@ -107,7 +109,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, Classify(err)
 	}
 	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
-	s := &Store{conn: &classifyingConn{Conn: conn, gate: g}, database: cfg.Database, values: newValueCounts(), counts: newLiveCounts()}
+	s := &Store{conn: &classifyingConn{Conn: conn, gate: g}, database: cfg.Database, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}}
 	return s, nil
 }
 

@@ -199,6 +199,24 @@ type pending struct {
 // Run consumes until ctx is cancelled. On cancellation it stops pulling,
 // flushes the batch in hand, acknowledges it and returns nil.
 func (i *Ingester) Run(ctx context.Context) error {
+	for {
+		err := i.run(ctx)
+		if !errors.Is(err, errLeaseLost) || ctx.Err() != nil {
+			return err
+		}
+		// Lost while NATS was unreachable for longer than the lease
+		// (a restart of a single server, an election): wait for the
+		// lease again, then fold from the last commit as a fresh start
+		// does. Another ingester may have folded meanwhile, so nothing of
+		// this run's memory is kept (recover).
+		i.metrics.leaseLosses.Inc()
+		i.log.Warn("lease lost; waiting to take it again, then folding from the last commit", "consumer", i.cfg.Consumer)
+	}
+}
+
+// run is one tenure of the lease: it returns errLeaseLost when the lease
+// was lost, any other error when the ingester must stop.
+func (i *Ingester) run(ctx context.Context) error {
 	ctx, lost := context.WithCancelCause(ctx)
 	defer lost(nil)
 	streams := i.cfg.Streams

@@ -27,8 +27,12 @@ import (
 //     before.
 //   - The holder renews the key every LeaseTTL/5 with the revision it last
 //     wrote. A renewal that finds another revision means the key expired
-//     and someone else holds it: the ingester stops at once, without
-//     writing (errLeaseLost).
+//     and someone else holds it: the ingester stops writing at once
+//     (errLeaseLost ends this tenure), then stands by like a second
+//     ingester and, once it takes the lease again, folds from the last
+//     commit as a fresh start does (Run). A NATS outage longer than the
+//     TTL loses the lease with nobody else around, and the ingester
+//     resumes by itself.
 //   - The fence: a batch is written only while the last successful renewal
 //     started less than LeaseTTL/2 ago, and its writes get that moment as
 //     their deadline. The key expires no earlier than LeaseTTL after that
@@ -42,7 +46,7 @@ import (
 const LeaseBucket = "ingest_leases"
 
 // errLeaseLost: another ingester holds this consumer's lease now.
-var errLeaseLost = errors.New("another ingester took over this consumer's lease (it expired while this one could not renew it); stopping without writing")
+var errLeaseLost = errors.New("another ingester took over this consumer's lease (it expired while this one could not renew it); not writing until this one holds it again")
 
 // errLeaseLapsed: the lease could not be renewed lately; writes wait.
 var errLeaseLapsed = errors.New("lease not renewed within half its TTL (NATS unreachable?); not writing until it is")

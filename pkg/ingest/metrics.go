@@ -3,9 +3,9 @@ package ingest
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	events, batches, personRows, distinctIDRows, warnings, deadLettered, failures, gaps, eventLookups, eventsWritten, orderRepairs prometheus.Counter
-	batchSize, foldSeconds, flushSeconds                                                                                           prometheus.Histogram
-	lag, committed                                                                                                                 prometheus.Gauge
+	events, batches, personRows, distinctIDRows, warnings, deadLettered, failures, gaps, eventLookups, eventsWritten, orderRepairs, leaseLosses prometheus.Counter
+	batchSize, foldSeconds, flushSeconds                                                                                                        prometheus.Histogram
+	lag, committed                                                                                                                              prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -32,6 +32,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		warnings:       counter("warnings_total", "Ingestion warnings recorded."),
 		deadLettered:   counter("dead_lettered_total", "Messages sent to the dead-letter stream."),
 		failures:       counter("batch_failures_total", "Batches that failed and were handed back for redelivery."),
+		leaseLosses:    counter("lease_losses_total", "Leases lost while NATS could not be reached for longer than the lease TTL: the ingester waited for the lease and folded again from the last commit."),
 		gaps:           counter("delivery_gaps_total", "Messages lost in delivery (a reconnect, a slow consumer): the consumer was recreated from the last commit."),
 		eventLookups:   counter("event_lookups_total", "Batches whose events were looked up before writing, as they may overlap rows of an uncommitted write (after a start or a failed write)."),
 		eventsWritten:  counter("events_already_written_total", "Events of such batches found already written and left out."),
