@@ -96,6 +96,8 @@ type instance struct {
 	readOK  bool
 	meta    goja.Value
 	limits  Limits
+	dog     *watchdog  // the runtime's
+	watch   watched    // this instance's call, when one is under way
 	event   Event      // the event being processed: the time source reads it
 	rng     *rand.Rand // Math.random, re-seeded from each event's uuid
 }
@@ -116,8 +118,8 @@ func compile(filename, src string) (*goja.Program, error) {
 // newInstance runs the program in a fresh runtime, builds meta from the
 // config (secrets included: the plugin needs them; they are never logged)
 // and runs setupPlugin(meta) when exported, all under the time limit.
-func newInstance(prog *goja.Program, config map[string]any, limits Limits) (*instance, error) {
-	in := &instance{vm: goja.New(), limits: limits}
+func newInstance(prog *goja.Program, config map[string]any, limits Limits, dog *watchdog) (*instance, error) {
+	in := &instance{vm: goja.New(), limits: limits, dog: dog}
 	in.seed("")
 	vm := in.vm
 	vm.SetMaxCallStackSize(limits.MaxCallDepth)
@@ -192,17 +194,13 @@ func settle(v goja.Value, err error) error {
 	return nil
 }
 
-// bounded runs f with the time and heap limits armed (watch).
+// bounded runs f with the time and heap limits armed (watchdog).
 func (in *instance) bounded(f func() error) error { return in.boundedBy(in.limits, f) }
 
 func (in *instance) boundedBy(l Limits, f func() error) error {
-	stop, done := make(chan struct{}), make(chan struct{})
-	go watch(in.vm, l, stop, done)
+	in.dog.arm(&in.watch, in.vm, l)
 	err := f()
-	close(stop)
-	// The watcher may be interrupting right now: an interrupt set after
-	// ClearInterrupt would stop the next call at its first instruction.
-	<-done
+	in.dog.disarm(&in.watch)
 	in.vm.ClearInterrupt()
 	var ie *goja.InterruptedError
 	if errors.As(err, &ie) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/dop251/goja"
 )
@@ -20,7 +21,7 @@ func bridge(t testing.TB) *instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := newInstance(prog, nil, Limits{}.withDefaults())
+	in, err := newInstance(prog, nil, Limits{}.withDefaults(), newWatchdog(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
