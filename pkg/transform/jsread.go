@@ -60,7 +60,7 @@ func (r *jsReader) read(v goja.Value, max int) (out any, ok bool) {
 			r.over, out, ok = true, nil, false
 		}
 	}()
-	return r.prop(r.vm.ToValue(""), v)
+	return r.prop("", v)
 }
 
 func (r *jsReader) grow(n int) {
@@ -69,8 +69,9 @@ func (r *jsReader) grow(n int) {
 	}
 }
 
-// prop is stringify's SerializeJSONProperty on a value already read.
-func (r *jsReader) prop(key, value goja.Value) (any, bool) {
+// prop is stringify's SerializeJSONProperty on a value already read. The
+// key becomes a JavaScript string only for a toJSON call.
+func (r *jsReader) prop(key string, value goja.Value) (any, bool) {
 	if o, isObj := value.(*goja.Object); isObj || goja.IsBigInt(value) {
 		var tj goja.Value
 		if isObj {
@@ -79,7 +80,7 @@ func (r *jsReader) prop(key, value goja.Value) (any, bool) {
 			tj = value.ToObject(r.vm).Get("toJSON")
 		}
 		if f, ok := goja.AssertFunction(tj); ok {
-			v, err := f(value, key)
+			v, err := f(value, r.vm.ToValue(key))
 			if err != nil {
 				panic(err) // a throw or an interrupt, re-raised in the caller's frame
 			}
@@ -185,7 +186,7 @@ func (r *jsReader) arrayItems(o *goja.Object) []any {
 	out := make([]any, 0, min(max(n, 0), 1024))
 	for i := int64(0); i < n; i++ {
 		k := strconv.FormatInt(i, 10)
-		v, ok := r.prop(r.vm.ToValue(k), o.Get(k))
+		v, ok := r.prop(k, o.Get(k))
 		if !ok {
 			r.grow(4)
 		}
@@ -201,7 +202,7 @@ func (r *jsReader) object(o *goja.Object) map[string]any {
 	out := make(map[string]any, len(keys))
 	r.grow(2)
 	for _, k := range keys {
-		v, ok := r.prop(r.vm.ToValue(k), o.Get(k))
+		v, ok := r.prop(k, o.Get(k))
 		if !ok {
 			continue
 		}
