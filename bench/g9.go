@@ -133,6 +133,8 @@ func g9Goal(r *G9Result) Goal {
 		return notMeasured("G9", what, target, "not measured")
 	}
 	x := ratio(r.Cases[1].PerSecond, r.Cases[0].PerSecond)
-	return goal("G9", what, target, fmt.Sprintf("%.2fx (%.0f vs %.0f ev/s); dropped %.1f us vs stored %.1f us", x,
-		r.Cases[1].PerSecond, r.Cases[0].PerSecond, r.DroppedUS, r.StoredUS), x, x >= 0.6 && r.DroppedUS < r.StoredUS)
+	// The ingester CPU per event too: on a shared machine the rates move
+	// with the others' load, the CPU per event much less.
+	return goal("G9", what, target, fmt.Sprintf("%.2fx (%.0f vs %.0f ev/s; ingester CPU %.1f vs %.1f us/event); dropped %.1f us vs stored %.1f us", x,
+		r.Cases[1].PerSecond, r.Cases[0].PerSecond, r.Cases[1].IngesterCPUPerUS, r.Cases[0].IngesterCPUPerUS, r.DroppedUS, r.StoredUS), x, x >= 0.6 && r.DroppedUS < r.StoredUS)
 }
