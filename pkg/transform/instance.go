@@ -295,6 +295,8 @@ func (in *instance) argument(ev Event) (goja.Value, error) {
 // checks the text JSON.stringify would have written.
 func (in *instance) result(ev Event) (Event, error) {
 	rd := in.reader
+	// Nothing of this result stays reachable from the instance.
+	defer func() { in.readOut, rd.stack, rd.keys = nil, rd.stack[:0], rd.keys[:0] }()
 	if rd.over {
 		return ev, fmt.Errorf("%w: result over the %d byte limit", ErrShape, in.limits.MaxEventBytes)
 	}

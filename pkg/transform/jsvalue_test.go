@@ -2,6 +2,7 @@ package transform
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -127,7 +128,8 @@ func TestReaderMatchesStringify(t *testing.T) {
 		var want any
 		sf, _ := goja.AssertFunction(in.vm.Get("JSON").ToObject(in.vm).Get("stringify"))
 		text, err := sf(goja.Undefined(), fresh())
-		if err == nil && json.Unmarshal([]byte(text.String()), &want) == nil && in.readOK && !reflect.DeepEqual(want, in.readOut) {
+		_, rerr := in.readFn(goja.Undefined(), fresh()) // read alone: result lets go of readOut
+		if err == nil && rerr == nil && json.Unmarshal([]byte(text.String()), &want) == nil && in.readOK && !reflect.DeepEqual(want, in.readOut) {
 			t.Fatalf("%s:\ntext   %#v\nreader %#v", expr, want, in.readOut)
 		}
 		if ea == nil {
@@ -217,4 +219,34 @@ func FuzzJSBridge(f *testing.F) {
 		y, ey := in.viaReader(o, ev)
 		sameOutcome(t, string(text), x, y, ex, ey)
 	})
+}
+
+// TestIsolation: a step sees only the previous step's result, never the
+// caller's maps (a plugin mutating its input changes nothing outside),
+// and an object a plugin kept from an earlier event is not the next
+// event's.
+func TestIsolation(t *testing.T) {
+	r, _ := newRuntime(t, Limits{})
+	keeper := Step{ConfigID: 1, Order: 1, Filename: "index.js", Source: `exports.processEvent = function(e, meta) {
+		if (meta.global.last) { meta.global.last.properties.leaked = true; meta.global.last.event = "leaked" }
+		meta.global.last = e
+		e.properties.old = "mutated"; e.properties.nested.x = 2
+		return {event: e.event, distinct_id: e.distinct_id, timestamp: e.timestamp, properties: {first: e.properties.old}}
+	}`}
+	second := Step{ConfigID: 2, Order: 2, Filename: "index.js", Source: `exports.processEvent = function(e) {
+		e.properties.seen = Object.keys(e.properties).join(","); return e }`}
+	for i := range 2 {
+		ev := sample("pageview")
+		ev.Properties["nested"] = map[string]any{"x": 1.0}
+		res := r.Run(context.Background(), []Step{keeper, second}, ev)
+		if res.Event == nil || res.Steps[0].Outcome != OutcomeOK || res.Steps[1].Outcome != OutcomeOK {
+			t.Fatalf("event %d: %+v", i, res.Steps)
+		}
+		if ev.Properties["old"] != "v" || ev.Properties["nested"].(map[string]any)["x"] != 1.0 {
+			t.Fatalf("event %d: the caller's event was mutated: %v", i, ev.Properties)
+		}
+		if got := res.Event.Properties; got["seen"] != "first" || got["leaked"] != nil || res.Event.Event != "pageview" {
+			t.Fatalf("event %d: %v %q", i, got, res.Event.Event)
+		}
+	}
 }
