@@ -31,6 +31,7 @@ import (
 	"github.com/personhub/personhub/pkg/appconfig"
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/ingest"
+	"github.com/personhub/personhub/pkg/transform"
 )
 
 // childCommand is the first argument that makes the bench binary run as
@@ -83,6 +84,11 @@ func childMain(args []string) error {
 	defer store.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The hook as cmd/ingester installs it: every phase pays its price
+	// for events without a chain, and G9 measures chains.
+	if cfg.Hook, err = transform.NewIngestHook(ctx, js, 1, log, reg); err != nil {
+		return err
+	}
 	ing, err := ingest.New(cfg, js, store, log, reg)
 	if err != nil {
 		return err

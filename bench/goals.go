@@ -79,6 +79,13 @@ func goals(r *Result, o options, p plan) []Goal {
 		out = append(out, notMeasured("G7", what7, "<= 1.2x", "not available"))
 	}
 	out = append(out, g10Goals(r, latGoal)...)
+	if r.Project.G9 != nil || r.Project.G9Err != "" {
+		g := g9Goal(r.Project.G9)
+		if r.Project.G9Err != "" {
+			g = notMeasured("G9", "ingest with one trivial transformation vs none", ">= 0.60x; dropped < stored", "failed: "+r.Project.G9Err)
+		}
+		out = append(out, g)
+	}
 	if pr.RSSAt1MBytes > 0 {
 		out = append(out, goal("G8", fmt.Sprintf("ingester RSS at %s (max cached %d)", persons, pr.CachedPersonsMax),
 			fmt.Sprintf("<= %.0f MiB", mib(o.rssCeiling)), fmt.Sprintf("%.0f MiB (peak %.0f)", mib(pr.RSSAt1MBytes), mib(pr.RSSPeakBytes)),

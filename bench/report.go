@@ -77,6 +77,8 @@ type Project struct {
 	G5fErr           string     `json:"g5f_error,omitempty"`
 	G10              []Latency  `json:"g10"`
 	G10Err           string     `json:"g10_error,omitempty"`
+	G9               *G9Result  `json:"g9,omitempty"`
+	G9Err            string     `json:"g9_error,omitempty"`
 }
 
 // Ingest is G1/G3's end-to-end run.

@@ -76,6 +76,14 @@ func (s *session) run(ctx context.Context) error {
 	if err := s.setup(ctx); err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}
+	if s.o.only == "g9" {
+		// Its own events and ingesters; nothing else needed.
+		if err := s.g9(ctx); err != nil {
+			s.res.Project.G9Err = err.Error()
+			s.lg.f("G9 failed: %v", err)
+		}
+		return ctx.Err()
+	}
 	events := s.generate()
 	if err := s.publishMain(ctx, events); err != nil {
 		return fmt.Errorf("publish: %w", err)
@@ -131,6 +139,16 @@ func (s *session) run(ctx context.Context) error {
 		sk := soak(ctx, s.n.pubs, s.watcher, s.ing, s.project, freshGenerator(s.o.seed+2, 5*s.p.ids, "soak_"), s.p.soak, s.p.soakRate)
 		s.res.Project.Soak = &sk
 		s.lg.f("soak: RSS %s MiB, growth %.1f%%", rssList(sk.RSSBytes), sk.GrowthPct)
+	}
+	// G9 last: its cases each start their own ingester, so the main one
+	// stops first (two would share the consumer).
+	if err := s.ing.stop(); err != nil {
+		s.lg.f("ingester stop: %v", err)
+	}
+	s.ing = nil
+	if err := s.g9(ctx); err != nil {
+		s.res.Project.G9Err = err.Error()
+		s.lg.f("G9 failed: %v", err)
 	}
 	return ctx.Err()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"unicode/utf8"
 )
 
@@ -278,6 +279,22 @@ func decodeFast(raw []byte) (any, error) {
 		return decodeStd(raw)
 	}
 	return v, nil
+}
+
+// DecodeObject decodes a validated JSON object (or null: a nil map) as
+// encoding/json's Decoder with UseNumber decodes it into a map[string]any,
+// in one pass: a transformation's view of an envelope's properties
+// (pkg/transform), where the Decoder was a tenth of a trivial step.
+func DecodeObject(raw []byte) (map[string]any, error) {
+	v, err := decodeFast(raw)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, &json.UnmarshalTypeError{Value: "non-object", Type: reflect.TypeFor[map[string]any]()}
+	}
+	return m, nil
 }
 
 // decodeStd is the reference decoder.

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -117,4 +118,25 @@ func BenchmarkParseReference(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzDecodeObject: DecodeObject is a Decoder with UseNumber decoding
+// into a map, error for error.
+func FuzzDecodeObject(f *testing.F) {
+	for _, s := range []string{`{"a":[1,"x",{"b":null}],"d":-1.5e3}`, `null`, `[1]`, `"s"`, `{"a":1,"a":2}`, `{} `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return // only validated text is given
+		}
+		got, gerr := DecodeObject(data)
+		var want map[string]any
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		werr := dec.Decode(&want)
+		if (gerr == nil) != (werr == nil) || gerr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: got %#v %v, want %#v %v", data, got, gerr, want, werr)
+		}
+	})
 }

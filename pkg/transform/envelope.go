@@ -39,9 +39,9 @@ func decodeObject(raw json.RawMessage, into *map[string]any) error {
 	if raw = bytes.TrimSpace(raw); len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	return dec.Decode(into)
+	m, err := event.DecodeObject(raw)
+	*into = m
+	return err
 }
 
 // Envelope is the event as an envelope the ingester parses (event.Parse):

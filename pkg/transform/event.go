@@ -53,13 +53,20 @@ func decodeResult(text []byte, in Event) (Event, error) {
 	if err := json.Unmarshal(text, &out); err != nil {
 		return in, fmt.Errorf("%w: %v", ErrShape, err)
 	}
+	_, hasTeam := raw["team_id"]
+	_, hasUUID := raw["uuid"]
+	return checkResult(out, hasTeam, hasUUID, in)
+}
+
+// checkResult checks a decoded result against the input (decodeResult).
+func checkResult(out Event, hasTeam, hasUUID bool, in Event) (Event, error) {
 	if out.Event == "" {
 		return in, fmt.Errorf("%w: event must be a non-empty string", ErrShape)
 	}
-	if _, ok := raw["team_id"]; !ok {
+	if !hasTeam {
 		out.TeamID = in.TeamID
 	}
-	if _, ok := raw["uuid"]; !ok {
+	if !hasUUID {
 		out.UUID = in.UUID
 	}
 	if out.TeamID != in.TeamID || out.UUID != in.UUID {

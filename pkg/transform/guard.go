@@ -4,9 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/metrics"
-	"time"
-
-	"github.com/dop251/goja"
 )
 
 // ErrMemory is a call whose process heap grew past Limits.MaxHeapGrowth.
@@ -92,31 +89,4 @@ func heapBytes(s []metrics.Sample) uint64 {
 		return 0
 	}
 	return s[0].Value.Uint64()
-}
-
-// watch interrupts vm when the call runs past the time limit or the
-// process heap grows by more than the limit since the call began, until
-// stop is closed; it closes done when it can no longer interrupt.
-func watch(vm *goja.Runtime, l Limits, stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	sample := []metrics.Sample{{Name: heapMetric}}
-	base := heapBytes(sample)
-	deadline := time.NewTimer(l.Timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(l.HeapSample)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-deadline.C:
-			vm.Interrupt(ErrTimeout)
-			return
-		case <-tick.C:
-			if h := heapBytes(sample); h > base && h-base > l.MaxHeapGrowth {
-				vm.Interrupt(ErrMemory)
-				return
-			}
-		}
-	}
 }

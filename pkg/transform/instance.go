@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"reflect"
 	"time"
 
 	"github.com/dop251/goja"
@@ -83,14 +84,25 @@ const prelude = `var console = {log: function(){}, info: function(){}, warn: fun
 type instance struct {
 	vm      *goja.Runtime
 	process goja.Callable
-	// parse and stringify are JSON.parse and JSON.stringify, looked up
-	// once: compiling a script per event cost 100 µs.
-	parse, stringify goja.Callable
-	meta             goja.Value
-	limits           Limits
-	event            Event      // the event being processed: the time source reads it
-	rng              *rand.Rand // Math.random, re-seeded from each event's uuid
+	// parse is JSON.parse, looked up once: compiling a script per event
+	// cost 100 µs. It reads the config, and events jsEvent cannot build.
+	parse goja.Callable
+	// readFn calls reader.read on its argument from inside the runtime
+	// (so a getter's throw or an interrupt unwinds as in JSON.stringify),
+	// leaving the value in readOut and readOK.
+	reader  *jsReader
+	readFn  goja.Callable
+	readOut any
+	readOK  bool
+	meta    goja.Value
+	limits  Limits
+	dog     *watchdog  // the runtime's
+	watch   watched    // this instance's call, when one is under way
+	event   Event      // the event being processed: the time source reads it
+	rng     *rand.Rand // Math.random, re-seeded from each event's uuid
 }
+
+var promiseType = reflect.TypeOf((*goja.Promise)(nil))
 
 // compile transpiles and compiles a plugin's entry file once; programs are
 // shared by instances (goja programs are immutable).
@@ -106,8 +118,8 @@ func compile(filename, src string) (*goja.Program, error) {
 // newInstance runs the program in a fresh runtime, builds meta from the
 // config (secrets included: the plugin needs them; they are never logged)
 // and runs setupPlugin(meta) when exported, all under the time limit.
-func newInstance(prog *goja.Program, config map[string]any, limits Limits) (*instance, error) {
-	in := &instance{vm: goja.New(), limits: limits}
+func newInstance(prog *goja.Program, config map[string]any, limits Limits, dog *watchdog) (*instance, error) {
+	in := &instance{vm: goja.New(), limits: limits, dog: dog}
 	in.seed("")
 	vm := in.vm
 	vm.SetMaxCallStackSize(limits.MaxCallDepth)
@@ -127,6 +139,15 @@ func newInstance(prog *goja.Program, config map[string]any, limits Limits) (*ins
 		if _, err := vm.RunString(prelude); err != nil {
 			return err
 		}
+		// Before the plugin's code: what the reader calls must be the
+		// realm's own.
+		if in.reader, err = newReader(vm); err != nil {
+			return err
+		}
+		in.readFn, _ = goja.AssertFunction(vm.ToValue(func(c goja.FunctionCall) goja.Value {
+			in.readOut, in.readOK = in.reader.read(c.Argument(0), limits.MaxEventBytes)
+			return goja.Undefined()
+		}))
 		v, err := vm.RunProgram(prog)
 		exports = v
 		return err
@@ -142,7 +163,6 @@ func newInstance(prog *goja.Program, config map[string]any, limits Limits) (*ins
 	in.process = process
 	jsonObj := vm.Get("JSON").ToObject(vm)
 	in.parse, _ = goja.AssertFunction(jsonObj.Get("parse"))
-	in.stringify, _ = goja.AssertFunction(jsonObj.Get("stringify"))
 	meta := vm.NewObject()
 	// JSON.parse, not an object literal: in a literal a "__proto__" key
 	// sets the prototype and the config value is lost.
@@ -174,17 +194,13 @@ func settle(v goja.Value, err error) error {
 	return nil
 }
 
-// bounded runs f with the time and heap limits armed (watch).
+// bounded runs f with the time and heap limits armed (watchdog).
 func (in *instance) bounded(f func() error) error { return in.boundedBy(in.limits, f) }
 
 func (in *instance) boundedBy(l Limits, f func() error) error {
-	stop, done := make(chan struct{}), make(chan struct{})
-	go watch(in.vm, l, stop, done)
+	in.dog.arm(&in.watch, in.vm, l)
 	err := f()
-	close(stop)
-	// The watcher may be interrupting right now: an interrupt set after
-	// ClearInterrupt would stop the next call at its first instruction.
-	<-done
+	in.dog.disarm(&in.watch)
 	in.vm.ClearInterrupt()
 	var ie *goja.InterruptedError
 	if errors.As(err, &ie) {
@@ -221,14 +237,10 @@ func (in *instance) call(ev Event, timeout time.Duration) (*Event, error) {
 	}
 	in.event = ev
 	in.seed(ev.UUID)
-	text, err := json.Marshal(ev)
-	if err != nil {
-		return nil, err
-	}
-	var out []byte
+	var res Event
 	var dropped bool
-	err = in.boundedBy(lim, func() error {
-		arg, err := in.parse(goja.Undefined(), in.vm.ToValue(string(text)))
+	err := in.boundedBy(lim, func() error {
+		arg, err := in.argument(ev)
 		if err != nil {
 			return err
 		}
@@ -236,7 +248,9 @@ func (in *instance) call(ev Event, timeout time.Duration) (*Event, error) {
 		if err != nil {
 			return err
 		}
-		if p, ok := v.Export().(*goja.Promise); ok {
+		// ExportType first: Export of a plain object copies it whole.
+		if o, ok := v.(*goja.Object); ok && o.ExportType() == promiseType {
+			p, _ := o.Export().(*goja.Promise)
 			switch p.State() {
 			case goja.PromiseStateRejected:
 				return fmt.Errorf("rejected: %v", p.Result())
@@ -252,22 +266,47 @@ func (in *instance) call(ev Event, timeout time.Duration) (*Event, error) {
 		if _, ok := v.(*goja.Object); !ok {
 			return ErrShape
 		}
-		j, err := in.stringify(goja.Undefined(), v)
-		if err != nil {
+		if _, err := in.readFn(goja.Undefined(), v); err != nil {
 			return err
 		}
-		out = []byte(j.String())
-		return nil
+		res, err = in.result(ev)
+		return err
 	})
 	if err != nil || dropped {
 		return nil, err
 	}
-	if len(out) > in.limits.MaxEventBytes {
-		return nil, fmt.Errorf("%w: result of %d bytes is over the %d byte limit", ErrShape, len(out), in.limits.MaxEventBytes)
+	return &res, nil
+}
+
+// argument is processEvent's event: built directly (jsEvent), or through
+// JSON text when the event holds what only the text path treats right.
+func (in *instance) argument(ev Event) (goja.Value, error) {
+	if o, ok := jsEvent(in.vm, ev); ok {
+		return o, nil
 	}
-	res, err := decodeResult(out, ev)
+	text, err := json.Marshal(ev)
 	if err != nil {
 		return nil, err
 	}
-	return &res, nil
+	return in.parse(goja.Undefined(), in.vm.ToValue(string(text)))
+}
+
+// result checks what read (called from readFn) found, as decodeResult
+// checks the text JSON.stringify would have written.
+func (in *instance) result(ev Event) (Event, error) {
+	rd := in.reader
+	// Nothing of this result stays reachable from the instance.
+	defer func() { in.readOut, rd.stack, rd.keys = nil, rd.stack[:0], rd.keys[:0] }()
+	if rd.over {
+		return ev, fmt.Errorf("%w: result over the %d byte limit", ErrShape, in.limits.MaxEventBytes)
+	}
+	m, ok := in.readOut.(map[string]any)
+	if !in.readOK || !ok {
+		return ev, ErrShape
+	}
+	out, hasTeam, hasUUID, err := eventFromJSON(m, rd.keys)
+	if err != nil {
+		return ev, fmt.Errorf("%w: %v", ErrShape, err)
+	}
+	return checkResult(out, hasTeam, hasUUID, ev)
 }

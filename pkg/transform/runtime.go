@@ -142,6 +142,7 @@ type Runtime struct {
 	// dryRuns holds a token per dry run under way: a full channel is
 	// ErrBusy, never a queue (each run may hold MaxHeapGrowth).
 	dryRuns chan struct{}
+	dog     *watchdog // bounds every call of every instance
 	events  *prometheus.CounterVec
 	seconds *prometheus.CounterVec
 }
@@ -149,7 +150,7 @@ type Runtime struct {
 // New returns a runtime; reg may be nil.
 func New(limits Limits, log *slog.Logger, reg prometheus.Registerer) *Runtime {
 	r := &Runtime{limits: limits.withDefaults(), log: log,
-		slots: map[uint64]*slot{}, stats: map[uint64]*counts{},
+		slots: map[uint64]*slot{}, stats: map[uint64]*counts{}, dog: newWatchdog(limits.withDefaults().HeapSample),
 		dryRuns: make(chan struct{}, limits.withDefaults().MaxDryRuns),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transformation_events_total",
 			Help: "Events through a plugin config's processEvent, by outcome (ok, dropped, failed)."}, []string{"plugin_config_id", "outcome"}),
@@ -327,7 +328,7 @@ func (r *Runtime) build(s Step) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newInstance(prog, s.Config, r.limits)
+	return newInstance(prog, s.Config, r.limits, r.dog)
 }
 
 // Stats returns a config's counts (zero when it never ran here).
