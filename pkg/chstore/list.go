@@ -3,7 +3,6 @@ package chstore
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/personhub/personhub/pkg/propfilter"
@@ -19,9 +18,10 @@ import (
 // first rows are the list's. FINAL on a key range merges that range only
 // (every version of a row has the same key).
 
-// orderWindows are the successive windows before the newest created_at;
-// the last reads the whole project.
-var orderWindows = []time.Duration{time.Hour, 8 * time.Hour, 64 * time.Hour, 512 * time.Hour, 4096 * time.Hour, 32768 * time.Hour, 0}
+// orderWindows are the successive windows before the newest created_at
+// of a page near the start (listdeep.go for the others); the whole
+// project follows them.
+var orderWindows = []time.Duration{time.Hour, 8 * time.Hour, 64 * time.Hour, 512 * time.Hour, 4096 * time.Hour, 32768 * time.Hour}
 
 func (q ListQuery) unfiltered() bool {
 	return q.DistinctID == "" && q.Email == "" && q.Search == "" && q.Properties.SQL == ""
@@ -37,12 +37,12 @@ func (s *Store) listUnfiltered(ctx context.Context, q ListQuery) ([]PersonRecord
 	if uint64(q.Offset) >= total {
 		return nil, total, true, nil
 	}
+	bounds, err := s.windowBounds(ctx, q, newest)
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("list persons: %w", err)
+	}
 	var rids []uint64
-	for _, w := range orderWindows {
-		bound := uint64(math.MaxUint32)
-		if w > 0 {
-			bound = uint64(orderRank(newest.Add(-w)))
-		}
+	for i, bound := range bounds {
 		// Only the page's keys come back; a full page proves the window
 		// held every row before it.
 		rids, err = s.queryIDs(ctx, `SELECT rid FROM person_order FINAL
@@ -51,7 +51,7 @@ func (s *Store) listUnfiltered(ctx context.Context, q ListQuery) ([]PersonRecord
 		if err != nil {
 			return nil, 0, false, fmt.Errorf("list persons: %w", err)
 		}
-		if len(rids) >= q.Limit || w == 0 {
+		if len(rids) >= q.Limit || i == len(bounds)-1 {
 			break
 		}
 	}

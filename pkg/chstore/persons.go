@@ -71,7 +71,7 @@ func (q ListQuery) where() (string, []any) {
 	conds := []string{"project_id = ?", "is_deleted = 0"}
 	args := []any{q.ProjectID}
 	if q.DistinctID != "" {
-		conds = append(conds, "id IN (SELECT person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id = ? AND is_deleted = 0)")
+		conds = append(conds, "id IN ("+distinctIDOwner+")")
 		args = append(args, q.ProjectID, q.DistinctID)
 	}
 	// Each indexed filter also names its candidates by id, the key, so
@@ -83,17 +83,20 @@ func (q ListQuery) where() (string, []any) {
 		args = append(args, q.ProjectID, q.Email, q.Email)
 	}
 	if q.Search != "" {
+		cands, cargs := searchCandidates(q.ProjectID, q.Search)
 		or := []string{
-			"(id IN (SELECT id FROM person_emails WHERE project_id = ? AND positionCaseInsensitiveUTF8(email, ?) > 0) AND positionCaseInsensitiveUTF8(property_values[indexOf(property_keys, 'email')], ?) > 0)",
-			"id IN (SELECT person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id = ? AND is_deleted = 0)",
+			"positionCaseInsensitiveUTF8(property_values[indexOf(property_keys, 'email')], ?) > 0",
+			"id IN (" + distinctIDOwner + ")",
 		}
-		args = append(args, q.ProjectID, q.Search, q.Search, q.ProjectID, q.Search)
+		args = append(args, cargs...)
+		args = append(args, q.Search, q.ProjectID, q.Search)
 		if u, err := uuid.Parse(q.Search); err == nil {
-			// uuid never changes between versions: any row names the id.
-			or = append(or, "(id IN (SELECT id FROM persons WHERE project_id = ? AND uuid = ?) AND uuid = ?)")
-			args = append(args, q.ProjectID, u, u)
+			or = append(or, "uuid = ?")
+			args = append(args, u)
 		}
-		conds = append(conds, "("+strings.Join(or, " OR ")+")")
+		// The candidates name the granules FINAL reads; the tests on the
+		// newest row decide.
+		conds = append(conds, "id IN ("+cands+")", "("+strings.Join(or, " OR ")+")")
 	}
 	if q.Properties.SQL != "" {
 		conds = append(conds, q.Properties.SQL)

@@ -126,7 +126,10 @@ func (w *diffWorld) at() time.Time {
 func (w *diffWorld) props(id string) string {
 	m := map[string]any{}
 	if w.r.IntN(5) > 0 {
-		email := fmt.Sprintf("%s@%s", id, []string{"acme.io", "Acme.io", "other.org"}[w.r.IntN(3)])
+		// Some local parts are not ASCII: search= folds ASCII emails
+		// for its scan and must still find these (pkg/chstore/search.go).
+		local := []string{"", "", "", "Zoë.", "ZOË.", "k\u212a."}[w.r.IntN(6)] + id
+		email := fmt.Sprintf("%s@%s", local, []string{"acme.io", "Acme.io", "other.org"}[w.r.IntN(3)])
 		m["email"] = email
 		w.emails = append(w.emails, email)
 	}
@@ -283,7 +286,7 @@ func (w *diffWorld) randomQuery(ref []listRef) listRefQuery {
 		q.Set("email", email)
 		match = func(p listRef) bool { s, ok := text(p, "email"); return ok && s == email }
 	case 3:
-		term := w.pick([]string{"acme", "ACME", "other", "u1", "@", w.pick(ids), ref[w.r.IntN(len(ref))].UUID.String()})
+		term := w.pick([]string{"acme", "ACME", "other", "u1", "@", "zoë", "ZOË.U", "Zo", "k", w.pick(ids), ref[w.r.IntN(len(ref))].UUID.String()})
 		q.Set("search", term)
 		match = func(p listRef) bool {
 			s, _ := text(p, "email")

@@ -1,0 +1,52 @@
+package chstore
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// distinctIDOwner is the live owner of a distinct id (arguments: project,
+// distinct id), read by key.
+const distinctIDOwner = "SELECT person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id = ? AND is_deleted = 0"
+
+// searchCandidates is a statement naming a superset of the persons that
+// search= matches (an email containing the term, case-insensitively; the
+// term as a distinct id; the term as a uuid), by id, and its arguments.
+//
+// The email part scans person_emails, since a substring has no key. For a
+// term in ASCII it compares the column folded (schema 0011: the email
+// lowered when it is ASCII, else empty) with position(), several times
+// cheaper than positionCaseInsensitiveUTF8 over the email (G5c): for
+// ASCII text, a case-insensitive match is exactly a match of the ASCII
+// lowercase forms, and UTF-8 never encodes another character with ASCII
+// bytes. A non-ASCII email (folded empty) is always a candidate, since
+// Unicode case folding could map its characters onto the term's (the
+// Kelvin sign onto k); the caller tests the newest row anyway, so
+// candidates are only ever too many, never too few.
+func searchCandidates(projectID uint64, term string) (string, []any) {
+	email := "SELECT id FROM person_emails WHERE project_id = ? AND positionCaseInsensitiveUTF8(email, ?) > 0"
+	arg := term
+	if isASCII(term) {
+		email = "SELECT id FROM person_emails WHERE project_id = ? AND (position(folded, ?) > 0 OR folded = '')"
+		arg = strings.ToLower(term)
+	}
+	sql := email + " UNION ALL " + distinctIDOwner
+	args := []any{projectID, arg, projectID, term}
+	if u, err := uuid.Parse(term); err == nil {
+		// uuid never changes between versions: any row names the id.
+		sql += " UNION ALL SELECT id FROM persons WHERE project_id = ? AND uuid = ?"
+		args = append(args, projectID, u)
+	}
+	return sql, args
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
