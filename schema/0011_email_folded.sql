@@ -6,7 +6,7 @@
 -- a function of email that ClickHouse computes on insert (the ingester's
 -- INSERT is unchanged), and on read for parts written before this column.
 ALTER TABLE person_emails ADD COLUMN folded String MATERIALIZED if(length(email) = lengthUTF8(email), lower(email), '')
-;
--- Writes the column into the old parts, so reads stop computing it from
--- email. One merge of the table, once.
-OPTIMIZE TABLE person_emails FINAL
+-- Parts written before this column compute it on read until a merge
+-- writes it; no OPTIMIZE here: it would rewrite the whole table during the
+-- migration, and a Distributed table (docs/operations.md, "On a ClickHouse
+-- cluster") refuses it.
