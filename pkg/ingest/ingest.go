@@ -529,7 +529,7 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 		defer release()
 		ctx := wctx
 		wstart := time.Now()
-		marker := chstore.BatchMarker{Consumer: i.cfg.Consumer, FirstSeq: firstSeq, LastSeq: last, Events: len(events)}
+		marker := chstore.BatchMarker{Consumer: i.cfg.Consumer, FirstSeq: firstSeq, LastSeq: last, Events: len(events), Mine: i.mine}
 		write, err := i.unwritten(ctx, events)
 		if err != nil {
 			return err
