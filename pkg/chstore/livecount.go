@@ -310,3 +310,15 @@ func (s *Store) LiveCount(ctx context.Context, project uint64) (live uint64, new
 		Scan(&live, &newest, &n)
 	return live, newest, n > 0, err
 }
+
+// ForgetCounts drops what the consumer's counts know: it folds again from
+// its last commit, which another process may have moved meanwhile (a lease
+// lost and taken again, ingest.Run), so counts known as of an earlier
+// commit are not the counts as of the new one.
+func (s *Store) ForgetCounts(consumer string) {
+	lc := s.counts.of(consumer)
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	clear(lc.known)
+	lc.unsure = true
+}

@@ -139,3 +139,35 @@ func TestLiveCountLeavesOtherPartitionsProjects(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveCountAfterAnotherProcessFolded: a process that lost its lease
+// takes it again after another process folded the same consumer further
+// (ingest.Run); the counts it knew are then behind the commit point it
+// resumes from, and must be read again (ForgetCounts), not added to.
+func TestLiveCountAfterAnotherProcessFolded(t *testing.T) {
+	store := testenv.ClickHouse(t)
+	ctx := context.Background()
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	row := func(id uint64) fold.PersonRow {
+		return fold.PersonRow{ProjectID: 7, ID: id, Properties: map[string]any{}, CreatedAt: at, Version: id}
+	}
+	write := func(s *chstore.Store, first, last uint64, persons ...fold.PersonRow) {
+		t.Helper()
+		if err := s.WriteBatch(ctx, nil, fold.Batch{Persons: persons}, chstore.BatchMarker{Consumer: "c", FirstSeq: first, LastSeq: last}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(store, 1, 10, row(1), row(2))
+	other, err := chstore.Open(ctx, chstore.Config{Addr: testenv.ClickHouseAddr(t), Database: store.Database()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	write(other, 11, 20, row(15))
+	store.ForgetCounts("c")
+	write(store, 21, 30, row(25))
+	live, _, _, err := store.LiveCount(ctx, 7)
+	if err != nil || live != 4 {
+		t.Fatalf("live count %d (err %v), want 4", live, err)
+	}
+}
