@@ -105,6 +105,11 @@ type BatchMarker struct {
 	Consumer              string
 	FirstSeq, LastSeq     uint64
 	Events, Persons, DIDs int
+	// Mine reports whether a project's messages are the consumer's (its
+	// partition's); nil: every project. Rows of other partitions' projects
+	// above the commit point are their live work, not a crash of this
+	// consumer's, so its live counts never recount them (livecount.go).
+	Mine func(project uint64) bool
 }
 
 // WriteBatch writes one folded batch in the order that makes a crash at
@@ -118,7 +123,7 @@ func (s *Store) WriteBatch(ctx context.Context, events []EventRow, b fold.Batch,
 	// The live counts are read as of the commit point before the rows
 	// and written after them, before the marker (livecount.go).
 	counts := s.counts.of(m.Consumer)
-	plan, err := counts.begin(ctx, s, m.FirstSeq-1, b)
+	plan, err := counts.begin(ctx, s, m.FirstSeq-1, b, m.Mine)
 	if err != nil {
 		return fmt.Errorf("live counts: %w", err)
 	}

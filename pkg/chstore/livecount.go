@@ -102,9 +102,10 @@ func (lc *liveCounts) written() {
 }
 
 // begin reads what the batch starting after c needs, before its rows are
-// written: after a failure or at start, which projects hold rows above c;
+// written: after a failure or at start, which of the consumer's projects
+// (mine; nil: all) hold rows above c;
 // for projects not known yet, their count as of c.
-func (lc *liveCounts) begin(ctx context.Context, s *Store, c uint64, b fold.Batch) (*countPlan, error) {
+func (lc *liveCounts) begin(ctx context.Context, s *Store, c uint64, b fold.Batch, mine func(project uint64) bool) (*countPlan, error) {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	if c < lc.committed {
@@ -116,6 +117,14 @@ func (lc *liveCounts) begin(ctx context.Context, s *Store, c uint64, b fold.Batc
 		dirty, err := s.personsAbove(ctx, c)
 		if err != nil {
 			return nil, err
+		}
+		// Another partition's rows above c are its live work: counting
+		// its project here would write a row at this batch's last
+		// sequence that outranks the rows it writes below that.
+		for project := range dirty {
+			if mine != nil && !mine(project) {
+				delete(dirty, project)
+			}
 		}
 		lc.dirty, lc.unsure = dirty, false
 	}
@@ -300,4 +309,16 @@ func (s *Store) LiveCount(ctx context.Context, project uint64) (live uint64, new
 	err = s.conn.QueryRow(ctx, "SELECT argMax(live, version), argMax(newest, version), count() FROM person_counts WHERE project_id = ?", project).
 		Scan(&live, &newest, &n)
 	return live, newest, n > 0, err
+}
+
+// ForgetCounts drops what the consumer's counts know: it folds again from
+// its last commit, which another process may have moved meanwhile (a lease
+// lost and taken again, ingest.Run), so counts known as of an earlier
+// commit are not the counts as of the new one.
+func (s *Store) ForgetCounts(consumer string) {
+	lc := s.counts.of(consumer)
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	clear(lc.known)
+	lc.unsure = true
 }

@@ -104,3 +104,70 @@ func TestUnchangedCountWritesNoRow(t *testing.T) {
 	write(restarted, 5, 5, row(2, 5, true)) // a deletion changes the count
 	rows(2, 1)
 }
+
+// TestLiveCountLeavesOtherPartitionsProjects: two partitions share one
+// Store (cmd/ingester runs several). A fresh process's first batch of
+// partition a finds rows of partition b above a's commit point; those are
+// b's live work, not a crash of a's, so a must not recount b's project:
+// a count row at a's (higher) last sequence would outrank the rows b
+// writes below it, and keep b's project's count stale.
+func TestLiveCountLeavesOtherPartitionsProjects(t *testing.T) {
+	store := testenv.ClickHouse(t)
+	ctx := context.Background()
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	row := func(project, id uint64) fold.PersonRow {
+		return fold.PersonRow{ProjectID: project, ID: id, Properties: map[string]any{}, CreatedAt: at, Version: id}
+	}
+	onlyA := func(project uint64) bool { return project == 7 }
+	onlyB := func(project uint64) bool { return project == 8 }
+	write := func(consumer string, mine func(uint64) bool, first, last uint64, persons ...fold.PersonRow) {
+		t.Helper()
+		m := chstore.BatchMarker{Consumer: consumer, FirstSeq: first, LastSeq: last, Mine: mine}
+		if err := store.WriteBatch(ctx, nil, fold.Batch{Persons: persons}, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("b", onlyB, 1, 6, row(8, 1), row(8, 6))
+	// a, behind b, folds 5..30: b's persons at 6 are above a's commit (4).
+	write("a", onlyA, 5, 30, row(7, 5))
+	// b folds on, below a's last sequence.
+	write("b", onlyB, 7, 20, row(8, 15))
+	for project, want := range map[uint64]uint64{7: 1, 8: 3} {
+		live, _, ok, err := store.LiveCount(ctx, project)
+		if err != nil || !ok || live != want {
+			t.Errorf("project %d: live count %d (ok %v, err %v), want %d", project, live, ok, err, want)
+		}
+	}
+}
+
+// TestLiveCountAfterAnotherProcessFolded: a process that lost its lease
+// takes it again after another process folded the same consumer further
+// (ingest.Run); the counts it knew are then behind the commit point it
+// resumes from, and must be read again (ForgetCounts), not added to.
+func TestLiveCountAfterAnotherProcessFolded(t *testing.T) {
+	store := testenv.ClickHouse(t)
+	ctx := context.Background()
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	row := func(id uint64) fold.PersonRow {
+		return fold.PersonRow{ProjectID: 7, ID: id, Properties: map[string]any{}, CreatedAt: at, Version: id}
+	}
+	write := func(s *chstore.Store, first, last uint64, persons ...fold.PersonRow) {
+		t.Helper()
+		if err := s.WriteBatch(ctx, nil, fold.Batch{Persons: persons}, chstore.BatchMarker{Consumer: "c", FirstSeq: first, LastSeq: last}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(store, 1, 10, row(1), row(2))
+	other, err := chstore.Open(ctx, chstore.Config{Addr: testenv.ClickHouseAddr(t), Database: store.Database()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	write(other, 11, 20, row(15))
+	store.ForgetCounts("c")
+	write(store, 21, 30, row(25))
+	live, _, _, err := store.LiveCount(ctx, 7)
+	if err != nil || live != 4 {
+		t.Fatalf("live count %d (err %v), want 4", live, err)
+	}
+}

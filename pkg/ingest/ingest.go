@@ -117,6 +117,9 @@ type Store interface {
 	// The repair of person_order keys a crashed attempt left (repair.go).
 	BeginOrderRepair(ctx context.Context, consumer string, committed uint64, mine func(project uint64) bool) (chstore.OrderRepair, error)
 	RepairOrder(ctx context.Context, consumer string, r chstore.OrderRepair, committed uint64, mine func(project uint64) bool) error
+	// ForgetCounts: the live counts are read again from the commit point
+	// (livecount.go), which another process may have moved.
+	ForgetCounts(consumer string)
 }
 
 // Ingester consumes the events stream.
@@ -325,6 +328,9 @@ func (i *Ingester) recover(ctx context.Context) error {
 		if err == nil {
 			i.folder.Reset()
 			i.folder.Committed = seq
+			// After a lost lease another ingester may have folded past
+			// what this process's counts know.
+			i.store.ForgetCounts(i.cfg.Consumer)
 			return nil
 		}
 		i.log.Warn("cannot read commit markers (or repair person_order)", "err", err)
@@ -529,7 +535,7 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 		defer release()
 		ctx := wctx
 		wstart := time.Now()
-		marker := chstore.BatchMarker{Consumer: i.cfg.Consumer, FirstSeq: firstSeq, LastSeq: last, Events: len(events)}
+		marker := chstore.BatchMarker{Consumer: i.cfg.Consumer, FirstSeq: firstSeq, LastSeq: last, Events: len(events), Mine: i.mine}
 		write, err := i.unwritten(ctx, events)
 		if err != nil {
 			return err
