@@ -136,6 +136,10 @@ type Ingester struct {
 	// has none of its own (partition.go); lease: this consumer's.
 	inherit string
 	lease   *lease
+	// retake: the lease was lost and is being taken again; heldThrough
+	// is the commit point this process had reached then (Run).
+	retake      bool
+	heldThrough uint64
 	// repair is the person_order repair owed since a start or a failed
 	// write (repair.go).
 	repair chstore.OrderRepair
@@ -210,8 +214,11 @@ func (i *Ingester) Run(ctx context.Context) error {
 		// Lost while NATS was unreachable for longer than the lease
 		// (a restart of a single server, an election): wait for the
 		// lease again, then fold from the last commit as a fresh start
-		// does. Another ingester may have folded meanwhile, so nothing of
-		// this run's memory is kept (recover).
+		// does (recover). If another ingester committed meanwhile, this
+		// process's memory of the log outside the fold (the transform
+		// hook's record of chains and interruptions) may miss what it
+		// recorded, so the process exits instead (takenOver).
+		i.retake, i.heldThrough = true, i.folder.Committed
 		i.metrics.leaseLosses.Inc()
 		i.log.Warn("lease lost; waiting to take it again, then folding from the last commit", "consumer", i.cfg.Consumer)
 	}
@@ -249,6 +256,9 @@ func (i *Ingester) run(ctx context.Context) error {
 		return stopped(ctx, err)
 	}
 	defer i.lease.release()
+	if err := i.takenOver(ctx); err != nil {
+		return err
+	}
 	if err := i.recover(ctx); err != nil {
 		return err
 	}

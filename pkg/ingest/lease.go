@@ -203,3 +203,27 @@ func (l *lease) release() {
 		l.log.Warn("cannot release the lease; a successor waits for it to expire", "consumer", l.key, "err", err)
 	}
 }
+
+// errTakenOver: another ingester committed this consumer's batches while
+// this one had lost its lease.
+var errTakenOver = errors.New("another ingester folded this consumer while this one had lost its lease; exiting, so that a restart reads what it recorded (transformation chains and outcomes)")
+
+// takenOver, on taking a lost lease again, checks that nobody committed
+// meanwhile. The fold restarts from ClickHouse either way (recover); what
+// a fresh process also reloads is the hook's record of the log, which
+// only a restart reads again.
+func (i *Ingester) takenOver(ctx context.Context) error {
+	if !i.retake {
+		return nil
+	}
+	c, err := i.store.LastCommitted(ctx, i.cfg.Consumer)
+	if err != nil {
+		return err
+	}
+	if c != i.heldThrough {
+		i.log.Error("lease taken again after another ingester committed", "consumer", i.cfg.Consumer, "held_through", i.heldThrough, "committed_seq", c)
+		return errTakenOver
+	}
+	i.retake = false
+	return nil
+}

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/progress"
 	"github.com/personhub/personhub/pkg/stream"
 	"github.com/personhub/personhub/pkg/testenv"
@@ -317,5 +319,50 @@ func TestLeaseFence(t *testing.T) {
 	l.lost = true
 	if _, _, err := l.fence(context.Background()); err != errLeaseLost {
 		t.Fatal(fmt.Sprint("lost lease: ", err))
+	}
+}
+
+// TestRetakenLeaseAfterAnotherFoldedExits: an ingester that takes its lost
+// lease again after another ingester committed batches of its consumer
+// exits (errTakenOver) rather than fold on with what it remembers of the
+// log (the transform hook's records), for a restart to read it again.
+func TestRetakenLeaseAfterAnotherFoldedExits(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t, "")
+	if err := stream.Ensure(ctx, n.JS, stream.Config{Partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	store := testenv.ClickHouse(t)
+	last := publishSpread(t, n.JS, 0, testenv.Workload(45, 300, 40), 3)
+	const k = 2
+	name := stream.ConsumerName("taken", k, 3)
+	_, done := startIngester(t, partitioned("taken", k, 3), n.JS, store)
+	testenv.WaitCommitted(t, store, name, last[k], time.Minute)
+	kv, err := n.JS.KeyValue(ctx, LeaseBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, name, []byte(`{"host":"successor"}`)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // past the fence: the first one writes no more
+	committed, err := store.LastCommitted(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The successor commits a batch of the consumer, then stops.
+	if err := store.WriteBatch(ctx, nil, fold.Batch{}, chstore.BatchMarker{Consumer: name, FirstSeq: committed + 1, LastSeq: committed + 9}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, errTakenOver) {
+			t.Fatalf("Run ended with %v, want errTakenOver", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the ingester folded on after another one had committed its consumer's batches")
 	}
 }
