@@ -114,7 +114,7 @@ func (lc *liveCounts) begin(ctx context.Context, s *Store, c uint64, b fold.Batc
 		lc.unsure = true
 	}
 	if lc.unsure {
-		dirty, err := s.personsAbove(ctx, c)
+		dirty, err := s.versionsAbove(ctx, "persons", c)
 		if err != nil {
 			return nil, err
 		}
@@ -250,14 +250,14 @@ func (lc *liveCounts) commit(plan *countPlan, l uint64) {
 	lc.dirty, lc.committed, lc.unsure = plan.newDirty, l, false
 }
 
-// personsAbove returns, per project, the highest version of its person
-// rows above c: rows of a batch that was written but not committed. No
-// FINAL: any version counts. Reads one column of the table, once per
-// start or failure.
-func (s *Store) personsAbove(ctx context.Context, c uint64) (map[uint64]uint64, error) {
-	rows, err := s.conn.Query(ctx, "SELECT project_id, max(version) FROM persons WHERE version > ? GROUP BY project_id", c)
+// versionsAbove returns, per project, the highest version of its rows in
+// table (persons, person_order) above seq: rows of a batch written but
+// not committed, or of another partition. No FINAL: any version counts.
+// Reads two narrow columns, once per start or failure.
+func (s *Store) versionsAbove(ctx context.Context, table string, seq uint64) (map[uint64]uint64, error) {
+	rows, err := s.conn.Query(ctx, "SELECT project_id, max(version) FROM "+table+" WHERE version > ? GROUP BY project_id", seq)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s above the commit point: %w", table, err)
 	}
 	defer rows.Close()
 	out := map[uint64]uint64{}

@@ -44,7 +44,7 @@ func (r OrderRepair) Due(c uint64) bool { return r.Pending && c >= r.Through }
 // still repairs from here), and returns every repair not done yet.
 func (s *Store) BeginOrderRepair(ctx context.Context, consumer string, c uint64, mine func(project uint64) bool) (OrderRepair, error) {
 	// Narrow columns of the table, no FINAL: any version counts.
-	tops, err := s.orderAbove(ctx, c, false)
+	tops, err := s.versionsAbove(ctx, "person_order", c)
 	if err != nil {
 		return OrderRepair{}, err
 	}
@@ -110,12 +110,12 @@ WHERE p_version = 0 OR p_deleted = 1 OR rank != p_rank`
 // RepairOrder runs the repair from r.From at commit point c (r.Due(c)) and
 // records it done.
 func (s *Store) RepairOrder(ctx context.Context, consumer string, r OrderRepair, c uint64, mine func(project uint64) bool) error {
-	live, err := s.orderAbove(ctx, r.From, true)
+	above, err := s.versionsAbove(ctx, "person_order", r.From)
 	if err != nil {
 		return err
 	}
 	var projects []uint64
-	for project := range live {
+	for project := range above {
 		if mine(project) {
 			projects = append(projects, project)
 		}
@@ -130,27 +130,4 @@ func (s *Store) RepairOrder(ctx context.Context, consumer string, r OrderRepair,
 		return fmt.Errorf("record repair: %w", err)
 	}
 	return nil
-}
-
-// orderAbove returns, per project, the highest person_order version above
-// seq (live keys only, with onlyLive).
-func (s *Store) orderAbove(ctx context.Context, seq uint64, onlyLive bool) (map[uint64]uint64, error) {
-	sql := "SELECT project_id, max(version) FROM person_order WHERE version > ? GROUP BY project_id"
-	if onlyLive {
-		sql = "SELECT project_id, max(version) FROM person_order WHERE version > ? AND is_deleted = 0 GROUP BY project_id"
-	}
-	rows, err := s.conn.Query(ctx, sql, seq)
-	if err != nil {
-		return nil, fmt.Errorf("person_order above the commit point: %w", err)
-	}
-	defer rows.Close()
-	out := map[uint64]uint64{}
-	for rows.Next() {
-		var project, v uint64
-		if err := rows.Scan(&project, &v); err != nil {
-			return nil, err
-		}
-		out[project] = v
-	}
-	return out, rows.Err()
 }
