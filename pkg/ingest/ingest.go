@@ -338,8 +338,10 @@ func (i *Ingester) recover(ctx context.Context) error {
 		if err == nil {
 			i.folder.Reset()
 			i.folder.Committed = seq
-			// After a lost lease another ingester may have folded past
-			// what this process's counts know.
+			// The live counts restart from the commit point too. After a
+			// lost lease takenOver already exits if another ingester
+			// committed; this keeps the counts right should the commit
+			// point move any other way (one read per start).
 			i.store.ForgetCounts(i.cfg.Consumer)
 			return nil
 		}
