@@ -93,3 +93,54 @@ func (s *Store) WrittenEvents(ctx context.Context, rows []EventRow) (map[uint64]
 	}
 	return out, nil
 }
+
+// RestoreCopies copies into events_by_distinct_id the rows of events,
+// among the seqs given (rows WrittenEvents found), that the copy lacks.
+// The copy is filled by a materialized view on each INSERT into events,
+// and ClickHouse writes the table before its views: an insert that dies
+// in between (the server killed, the connection cut) leaves rows in events
+// and not in the copy, and since the retry leaves those rows out of its
+// insert, the view never sees them again. The rows are copied from events
+// as stored, so the copy holds what events does; seqs the copy already
+// has are skipped, so an interrupted restore can run again. Only the
+// recovery path calls it: a normal batch overlaps nothing.
+func (s *Store) RestoreCopies(ctx context.Context, rows []EventRow, written map[uint64]bool) error {
+	byProject := map[uint64][]EventRow{}
+	for _, r := range rows {
+		if written[r.Seq] {
+			byProject[r.ProjectID] = append(byProject[r.ProjectID], r)
+		}
+	}
+	ctx = loaderCtx(ctx)
+	for project, all := range byProject {
+		for start := 0; start < len(all); start += chunk {
+			part := all[start:min(start+chunk, len(all))]
+			seqs := make([]uint64, len(part))
+			dids := map[string]bool{}
+			var didList []string
+			lo, hi := part[0].Seq, part[0].Seq
+			minTime, maxTime := part[0].Timestamp.Unix(), part[0].Timestamp.Unix()
+			for i, r := range part {
+				seqs[i] = r.Seq
+				if !dids[r.DistinctID] {
+					dids[r.DistinctID] = true
+					didList = append(didList, r.DistinctID)
+				}
+				lo, hi = min(lo, r.Seq), max(hi, r.Seq)
+				minTime, maxTime = min(minTime, r.Timestamp.Unix()), max(maxTime, r.Timestamp.Unix())
+			}
+			// The same filter as the view's (schema 0009): the API's
+			// command events are not copied.
+			err := s.conn.Exec(ctx, `INSERT INTO events_by_distinct_id (project_id, distinct_id, event, timestamp, uuid, person_id, seq)
+				SELECT project_id, distinct_id, event, timestamp, uuid, person_id, seq FROM events
+				WHERE project_id = ? AND timestamp >= toDateTime(?) AND timestamp <= toDateTime(?) AND seq IN ?
+				  AND visitParamHas(properties, '$actor') = 0
+				  AND seq NOT IN (SELECT seq FROM events_by_distinct_id WHERE project_id = ? AND distinct_id IN ? AND seq >= ? AND seq <= ?)`,
+				project, minTime, maxTime, set(seqs), project, set(didList), lo, hi)
+			if err != nil {
+				return wrap("restore events_by_distinct_id", err)
+			}
+		}
+	}
+	return nil
+}

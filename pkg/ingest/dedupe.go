@@ -63,6 +63,12 @@ func (i *Ingester) unwritten(ctx context.Context, events []chstore.EventRow) ([]
 	if err != nil || len(written) == 0 {
 		return events, err
 	}
+	// The rows found were written by an insert that may have died before
+	// ClickHouse copied them to events_by_distinct_id; the retry leaves
+	// them out, so the view would never copy them.
+	if err := i.store.RestoreCopies(ctx, events, written); err != nil {
+		return nil, err
+	}
 	out := make([]chstore.EventRow, 0, len(events))
 	for _, e := range events {
 		if !written[e.Seq] {

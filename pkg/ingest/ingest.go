@@ -114,6 +114,7 @@ type Store interface {
 	WriteIntent(ctx context.Context, consumer string, first, through uint64) error
 	LastIntent(ctx context.Context, consumer string) (uint64, error)
 	WrittenEvents(ctx context.Context, rows []chstore.EventRow) (map[uint64]bool, error)
+	RestoreCopies(ctx context.Context, rows []chstore.EventRow, written map[uint64]bool) error
 	// The repair of person_order keys a crashed attempt left (repair.go).
 	BeginOrderRepair(ctx context.Context, consumer string, committed uint64, mine func(project uint64) bool) (chstore.OrderRepair, error)
 	RepairOrder(ctx context.Context, consumer string, r chstore.OrderRepair, committed uint64, mine func(project uint64) bool) error

@@ -51,7 +51,7 @@ func (s *partialStore) WriteBatch(ctx context.Context, events []chstore.EventRow
 		if some() {
 			stage1.CohortMembers = b.CohortMembers
 		}
-		_ = s.Store.WriteRows(ctx, ev, stage1)
+		s.writeRows(ctx, ev, stage1)
 		return errors.New("injected failure in the first stage")
 	} else {
 		stage1 = fold.Batch{Activity: b.Activity, DeletionRequests: b.DeletionRequests, CohortMembers: b.CohortMembers, Persons: b.Persons, Rekeyed: b.Rekeyed}
@@ -76,9 +76,27 @@ func (s *partialStore) WriteBatch(ctx context.Context, events []chstore.EventRow
 		if stage == 3 {
 			stage1.DistinctIDs, stage1.Warnings = b.DistinctIDs, b.Warnings
 		}
-		_ = s.Store.WriteRows(ctx, events, stage1)
+		s.writeRows(ctx, events, stage1)
 	}
 	return errors.New("injected failure")
+}
+
+// writeRows writes a failed batch's landed part, and half the time the
+// events without their copy in events_by_distinct_id, as an insert that
+// dies after ClickHouse wrote the table and before its view does: the view
+// is detached for the write.
+func (s *partialStore) writeRows(ctx context.Context, events []chstore.EventRow, b fold.Batch) {
+	if len(events) > 0 && s.rnd.Intn(2) == 0 {
+		if err := s.Store.Conn().Exec(ctx, "DETACH TABLE events_by_distinct_id_mv"); err != nil {
+			panic(err)
+		}
+		defer func() {
+			if err := s.Store.Conn().Exec(ctx, "ATTACH TABLE events_by_distinct_id_mv"); err != nil {
+				panic(err)
+			}
+		}()
+	}
+	_ = s.Store.WriteRows(ctx, events, b)
 }
 
 // TestRetriesAfterPartialWrites: batches whose writes fail part way, at a
