@@ -162,7 +162,15 @@ func run() error {
 	if ingCfg.Hook, err = transform.NewIngestHook(ctx, js, 1, root.With("component", "ingester"), reg); err != nil {
 		return err
 	}
-	ing, err := ingest.New(ingCfg, js, store, root.With("component", "ingester"), reg)
+	// The ingester has its own connections, as it would in its own
+	// process: a flood of reads that fills the API's pool must not hold
+	// back the fold, or every write answers 202 until the reads ebb.
+	ingStore, err := chstore.Open(ctx, chstore.Config{Addr: chAddr, Database: cfg.database})
+	if err != nil {
+		return err
+	}
+	defer ingStore.Close()
+	ing, err := ingest.New(ingCfg, js, ingStore, root.With("component", "ingester"), reg)
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,7 @@ func newEnv(t *testing.T) *env {
 func newEnvWait(t *testing.T, wait time.Duration) *env {
 	t.Helper()
 	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testenv.FailureLog(t)
 	n := testenv.StartNATS(t, "")
 	store := testenv.ClickHouse(t)
 	cp, err := controlplane.Open(ctx, n.JS, log)
@@ -179,7 +179,7 @@ func (e *env) waitSeq(seq uint64) error {
 func (e *env) startIngester() {
 	cfg := ingest.DefaultConfig()
 	cfg.BatchWait = 10 * time.Millisecond
-	ing, err := ingest.New(cfg, e.nats.JS, e.store, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	ing, err := ingest.New(cfg, e.nats.JS, testenv.Reopen(e.t, e.store), slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -5,8 +5,10 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -98,6 +100,54 @@ func ClickHouse(t testing.TB) *chstore.Store {
 		st.Close()
 	})
 	return st
+}
+
+// Reopen returns another store on the database of st (made by ClickHouse
+// on the shared server), with its own connections, as a second process
+// would have: an ingester beside an API in one test gets one, so the
+// API's reads cannot hold back its writes.
+func Reopen(t testing.TB, st *chstore.Store) *chstore.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	again, err := chstore.Open(ctx, chstore.Config{Addr: ClickHouseAddr(t), Database: st.Database()})
+	if err != nil {
+		t.Fatalf("open clickhouse: %v", err)
+	}
+	t.Cleanup(func() { again.Close() })
+	return again
+}
+
+// FailureLog is a logger for a component under test whose warnings and
+// errors are printed with the test's output if the test fails (and
+// dropped otherwise): a 503 or 500 in a failed run then says its cause.
+func FailureLog(t testing.TB) *slog.Logger {
+	t.Helper()
+	w := &lockedBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("warnings and errors logged:\n%s", w.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func sanitize(s string) string {
