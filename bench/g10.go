@@ -316,6 +316,27 @@ func (s *session) g10(ctx context.Context) error {
 		namedOp{nameG10Values + ", recount after a write: bare driver", recount})
 	record(true, ls[:1])
 	record(false, ls[1:])
+	// The same under a steady write load (g10WriteRate captured $set per
+	// second): values/ recounts the buckets written since the watermark
+	// its counts were made at, whenever the watermark moved.
+	stop, err := s.steadyWrites(ctx, raw)
+	if err != nil {
+		return err
+	}
+	ls = measureSet(ctx, "writes", 1, small,
+		namedOp{"G10 " + nameGet + layerRaw, func(ctx context.Context, i int) error { return rawGetPerson(ctx, raw, s.project, id(i)) }},
+		namedOp{nameG10Values + layerAPI, func(ctx context.Context, i int) error { _, err := s.api.get(ctx, values); return err }},
+		namedOp{nameG10Cohorts + layerAPI, func(ctx context.Context, i int) error {
+			_, err := s.api.get(ctx, fmt.Sprintf("/api/projects/%d/persons/cohorts/?person_id=%d", s.project, id(i)))
+			return err
+		}})
+	written, err := stop()
+	if err != nil {
+		return fmt.Errorf("steady writes: %w", err)
+	}
+	s.lg.f("G10 under writes: %d captured $set published at %d/s", written, g10WriteRate)
+	record(true, ls[:1])
+	record(false, ls[1:])
 	return nil
 }
 

@@ -120,10 +120,15 @@ func g10Goals(r *Result, latGoal func(id, what, target string, limit float64, l,
 		out = append(out, latGoal("G10", fmt.Sprintf("%s p99 vs bare count of the window's events (%s)", route, size), "<= 3x", 3,
 			findLat(r.Project.G10, n+layerAPI, "idle", 1), findLat(r.Baseline.G10, n+layerRaw, "idle", 1)))
 	}
-	get := findLat(r.Baseline.G10, "G10 "+nameGet+layerRaw, "idle", 1)
-	for _, n := range []string{nameG10Values, nameG10Cohorts} {
-		out = append(out, latGoal("G10", strings.TrimPrefix(n, "G10 ")+" p99 vs bare GET person", "<= 5x", 5,
-			findLat(r.Project.G10, n+layerAPI, "idle", 1), get))
+	for _, load := range []string{"idle", "writes"} {
+		get := findLat(r.Baseline.G10, "G10 "+nameGet+layerRaw, load, 1)
+		for _, n := range []string{nameG10Values, nameG10Cohorts} {
+			name := strings.TrimPrefix(n, "G10 ") + " p99 vs bare GET person"
+			if load == "writes" {
+				name += fmt.Sprintf(", under %d writes/s", g10WriteRate)
+			}
+			out = append(out, latGoal("G10", name, "<= 5x", 5, findLat(r.Project.G10, n+layerAPI, load, 1), get))
+		}
 	}
 	return out
 }

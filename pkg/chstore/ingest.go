@@ -168,6 +168,9 @@ func (s *Store) writeRows(ctx context.Context, events []EventRow, b fold.Batch, 
 		// table gives, so it may run ahead of them, never behind.
 		func() error { return wrap("write person order", s.WritePersonOrder(ctx, b)) },
 		func() error { return wrap("write person emails", s.writePersonEmails(ctx, b.Persons)) },
+		// Before the persons too: values/ finds the buckets of persons
+		// rows above a watermark here, so a row here may come first.
+		func() error { return wrap("write person buckets", s.writePersonBuckets(ctx, b.Persons)) },
 	)
 	if err != nil {
 		return err

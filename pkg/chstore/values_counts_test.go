@@ -7,8 +7,11 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/fold"
@@ -162,5 +165,48 @@ func TestValueCountsFollowChanges(t *testing.T) {
 	full, partial := store.ValueRecounts()
 	if full != 1 || partial < 20 {
 		t.Fatalf("recounts: %d full, %d partial; want 1 full and the rest partial", full, partial)
+	}
+}
+
+// TestValueCountsReadChangedBucketsOnly: after a write, values/ reads the
+// changed bucket's persons and a few rows of person_buckets, not the
+// project's persons (a scan of their version column read every row).
+func TestValueCountsReadChangedBucketsOnly(t *testing.T) {
+	store := testenv.ClickHouse(t)
+	ctx := context.Background()
+	const project, n = 4, 120_000 // over 7 buckets of 16384 ids
+	rows := make([]fold.PersonRow, n)
+	for i := range rows {
+		id := uint64(i + 1)
+		rows[i] = fold.PersonRow{ProjectID: project, ID: id, UUID: person.UUIDFor(project, fmt.Sprint(id)),
+			Properties: map[string]any{"plan": []string{"free", "pro", "team"}[i%3]}, DistinctIDs: []string{fmt.Sprint(id)},
+			CreatedAt: time.Unix(1e9, 0).UTC(), Version: id}
+	}
+	if err := store.WriteRows(ctx, nil, fold.Batch{Persons: rows}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.CountPropertyValues(ctx, project, "plan", "", n); err != nil {
+		t.Fatal(err)
+	}
+	// One person of the middle bucket changes plan.
+	changed := rows[60_000]
+	changed.Properties, changed.Version = map[string]any{"plan": "enterprise"}, n+1
+	if err := store.WriteRows(ctx, nil, fold.Batch{Persons: []fold.PersonRow{changed}}); err != nil {
+		t.Fatal(err)
+	}
+	var read atomic.Uint64
+	counted := clickhouse.Context(ctx, clickhouse.WithProgress(func(p *clickhouse.Progress) { read.Add(p.Rows) }))
+	got, err := store.CountPropertyValues(counted, project, "plan", "", n+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Person 60001 (i = 60000) had "free".
+	want := []chstore.PropertyValue{{Name: "pro", Count: 40_000}, {Name: "team", Count: 40_000}, {Name: "free", Count: 39_999}, {Name: "enterprise", Count: 1}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("values %v, want %v", got, want)
+	}
+	// A bucket (16384 ids) and the granules (1024 rows) around it.
+	if r := read.Load(); r > 16384+4*1024+100 {
+		t.Fatalf("read %d rows after a write to one person of %d", r, n)
 	}
 }

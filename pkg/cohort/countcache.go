@@ -3,8 +3,11 @@ package cohort
 import (
 	"context"
 	"crypto/sha256"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/personhub/personhub/pkg/kvjson"
 )
 
 // CountMaxAge is how old a member count persons/cohorts/ answers with may
@@ -179,4 +182,51 @@ func (b *background) close() {
 	b.mu.Unlock()
 	b.cancel()
 	b.wg.Wait()
+}
+
+// definitions caches each project's cohort records (soft-deleted ones
+// too) as of a version of the bucket (kvjson.Records.Version): every read
+// asks the server for the version, one request, and lists the records
+// again only when it moved, so persons/cohorts/ reads the definitions a
+// write made anywhere, at once, without a listing per request. The zero
+// value is ready; one small entry per project read.
+type definitions struct {
+	mu    sync.Mutex
+	m     map[uint64]definitionsAt
+	lists int // listings made (tests)
+}
+
+type definitionsAt struct {
+	version uint64
+	records []Cohort
+}
+
+// list returns a copy of the project's records (callers filter in place).
+func (d *definitions) list(ctx context.Context, records *kvjson.Records[Cohort], projectID uint64) ([]Cohort, error) {
+	// Read before listing: a write during the listing moves the version
+	// past this one, so the next read lists again.
+	version, err := records.Version(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	cached, ok := d.m[projectID]
+	d.mu.Unlock()
+	if ok && cached.version == version {
+		return slices.Clone(cached.records), nil
+	}
+	all, err := records.List(ctx, projectID)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.lists++
+	if d.m == nil {
+		d.m = map[uint64]definitionsAt{}
+	}
+	if cur, ok := d.m[projectID]; !ok || cur.version <= version {
+		d.m[projectID] = definitionsAt{version, slices.Clone(all)}
+	}
+	return all, nil
 }

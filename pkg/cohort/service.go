@@ -30,6 +30,8 @@ type Service struct {
 	countCache countCache
 	// refreshes recalculates stale counts in the background.
 	refreshes *background
+	// defs holds each project's definitions as of the bucket's version.
+	defs definitions
 }
 
 // Open creates (or binds to) the cohorts bucket; conn is ClickHouse
@@ -176,7 +178,7 @@ func (s *Service) List(ctx context.Context, projectID uint64, q ListQuery) ([]Co
 
 // live returns the project's non-deleted cohorts by id.
 func (s *Service) live(ctx context.Context, projectID uint64) ([]Cohort, error) {
-	all, err := s.records.List(ctx, projectID)
+	all, err := s.defs.list(ctx, s.records, projectID)
 	if err != nil {
 		return nil, fmt.Errorf("cohort: %w", err)
 	}

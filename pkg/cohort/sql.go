@@ -24,7 +24,14 @@ func readCtx(ctx context.Context) context.Context {
 // ownerOf is the condition "the persons row owns one of the distinct ids
 // the subquery selects" (sub with its args), through the current owner of
 // each id: a member id merged into another person makes that person the
-// member. Scoped to one person, only that person's ids are looked up.
+// member. Scoped to one person, sub reads only the person's ids
+// (onlyPerson), and the owner is the row itself: a persons row lists the
+// ids its person owns (distinct_ids, written with every change of them),
+// so the ids found need only be in the row's list, with no lookup of
+// person_distinct_ids (a FINAL read per cohort, most of the statement's
+// time: docs/performance.md, G10 h/g10w). The list is the row's newest,
+// so an id that left the person since the caller read its ids is no
+// longer the person's.
 func (r *resolver) ownerOf(sub string, args ...any) propfilter.Clause {
 	if r.person == nil {
 		return propfilter.Clause{
@@ -35,10 +42,7 @@ func (r *resolver) ownerOf(sub string, args ...any) propfilter.Clause {
 	if len(r.person.distinctIDs) == 0 {
 		return propfilter.Clause{SQL: "(1 = 0)"}
 	}
-	return propfilter.Clause{
-		SQL:  "id IN (SELECT person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id IN ? AND is_deleted = 0 AND distinct_id IN (" + sub + "))",
-		Args: append([]any{r.project, groupSet(r.person.distinctIDs)}, args...),
-	}
+	return propfilter.Clause{SQL: "hasAny(distinct_ids, (SELECT groupArray(distinct_id) FROM (" + sub + ")))", Args: args}
 }
 
 // personScope is the one person a scoped resolver evaluates membership

@@ -45,6 +45,7 @@ type env struct {
 	writeWait time.Duration
 	ingesting bool                 // publishEvents started the ingester
 	reg       *prometheus.Registry // the API's metrics
+	progress  *progress.Partitions // the watermark the API follows
 }
 
 func newEnv(t *testing.T) *env {
@@ -96,6 +97,7 @@ func newEnvWait(t *testing.T, wait time.Duration) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(watcher.Stop)
+	e.progress = watcher
 	api.SetPersonWrites(PersonWrites{JS: n.JS, Progress: watcher, Activity: activity.New(store.Conn()), Deletions: deletion.NewQueue(store.Conn()), Wait: e.writeWait})
 	enableCohorts(t, api, n.JS, store)
 	srv := httptest.NewServer(api.Handler())

@@ -153,3 +153,19 @@ func (s *Records[T]) List(ctx context.Context, project uint64) ([]T, error) {
 		return fmt.Errorf("decode %s/%s: %w", s.KV.Bucket(), key, err)
 	})
 }
+
+// Version is the bucket's last stream sequence: it changes with every
+// write to any of its keys, so a listing made after reading a version is
+// current for as long as the version is (one request to the server; a
+// listing is a consumer's creation, delivery and deletion).
+func (s *Records[T]) Version(ctx context.Context) (uint64, error) {
+	st, err := s.KV.Status(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("%s status: %w", s.KV.Bucket(), err)
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return 0, fmt.Errorf("%s status: no stream info", s.KV.Bucket())
+	}
+	return bs.StreamInfo().State.LastSeq, nil
+}
