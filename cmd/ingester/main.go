@@ -59,6 +59,7 @@ func parseRun(args []string) (*runOptions, error) {
 	fs.DurationVar(&o.cfg.BatchWait, "batch-wait", env.Duration("INGESTER_BATCH_WAIT", o.cfg.BatchWait), "longest wait for a batch to fill (env INGESTER_BATCH_WAIT)")
 	fs.IntVar(&o.cfg.MaxCachedPersons, "max-cached-persons", env.Int("INGESTER_MAX_CACHED_PERSONS", o.cfg.MaxCachedPersons), "persons kept in memory between batches (env INGESTER_MAX_CACHED_PERSONS)")
 	fs.DurationVar(&o.cfg.AckWait, "ack-wait", env.Duration("INGESTER_ACK_WAIT", o.cfg.AckWait), "JetStream ack wait (env INGESTER_ACK_WAIT)")
+	fs.DurationVar(&o.cfg.StallWait, "stall-wait", env.Duration("INGESTER_STALL_WAIT", o.cfg.StallWait), "how long to wait for a message the stream says is there before recreating the consumer (env INGESTER_STALL_WAIT)")
 	fs.DurationVar(&o.cfg.ShutdownGrace, "shutdown-grace", env.Duration("INGESTER_SHUTDOWN_GRACE", o.cfg.ShutdownGrace), "on SIGINT/SIGTERM, how long the batch in hand may still take to commit; after it the batch is left unacknowledged for the next start (env INGESTER_SHUTDOWN_GRACE)")
 	fs.IntVar(&o.memoryLimitMiB, "memory-limit-mib", env.Int("INGESTER_MEMORY_LIMIT_MIB", 1024), "Go soft memory limit in MiB unless GOMEMLIMIT is set; 0 for none (env INGESTER_MEMORY_LIMIT_MIB)")
 	bindStreams(fs, &o.cfg.Streams, env)

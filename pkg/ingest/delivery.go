@@ -24,6 +24,14 @@ func (e *gapError) Error() string {
 	return fmt.Sprintf("consumer delivered delivery seq %d, expected %d", e.got, e.want)
 }
 
+// stallError reports that no message came for StallWait though the last
+// one delivered said the stream held more for the consumer: the messages
+// in between were lost in the client, and with none after them there is
+// no hole for the delivery sequence to show (gapError).
+type stallError struct{}
+
+func (*stallError) Error() string { return "no message delivered though the stream holds more" }
+
 // subscribe (re)creates the consumer from the last commit and starts
 // pulling from it.
 func (i *Ingester) subscribe(ctx context.Context) (jetstream.MessagesContext, error) {
@@ -37,7 +45,7 @@ func (i *Ingester) subscribe(ctx context.Context) (jetstream.MessagesContext, er
 	}
 	// The first message of a new consumer is the first the stream holds
 	// for it from the start sequence, whatever its sequence.
-	i.next, i.nextDelivery = 0, 0
+	i.next, i.nextDelivery, i.behind = 0, 0, false
 	return iter, nil
 }
 
@@ -148,6 +156,13 @@ func (i *Ingester) collect(ctx context.Context, iter jetstream.MessagesContext, 
 				opts = []jetstream.NextOpt{jetstream.NextContext(caught)}
 			}
 		}
+		var stalled context.Context
+		if !waiting && i.behind {
+			// A blocking wait while the stream holds more for the
+			// consumer: bounded, as those messages may be lost.
+			stalled, stopCaught = context.WithTimeout(ctx, i.cfg.StallWait)
+			opts = []jetstream.NextOpt{jetstream.NextContext(stalled)}
+		}
 		msg, err := iter.Next(opts...)
 		if stopCaught != nil {
 			stopCaught()
@@ -157,7 +172,15 @@ func (i *Ingester) collect(ctx context.Context, iter jetstream.MessagesContext, 
 				waiting && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 				break
 			}
+			if stalled != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				return batch, &stallError{}
+			}
 			return batch, err
+		}
+		if i.dropDelivery != nil {
+			if meta, err := msg.Metadata(); err == nil && i.dropDelivery(meta.Sequence.Stream) {
+				continue
+			}
 		}
 		p := i.decode(msg)
 		if p.seq != 0 {

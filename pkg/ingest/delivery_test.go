@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/testenv"
@@ -109,5 +111,51 @@ func TestCaughtUpBatchIsFlushedAtOnce(t *testing.T) {
 	want := [][2]uint64{{1, 50}, {51, 51}, {52, 52}, {53, 53}}
 	if got := store.ranges(); !slices.Equal(got, want) {
 		t.Fatalf("batches committed %v, want %v", got, want)
+	}
+}
+
+// TestLostTailIsFoldedWithoutWaitingAckWait: the client loses the last
+// messages of the stream on their first delivery (as a full buffer drops
+// them: "slow consumer"), so no later delivery shows the hole. The last
+// message received said the stream held more, so after StallWait the
+// ingester recreates the consumer and folds them, long before JetStream
+// would deliver them again (AckWait, an hour here).
+func TestLostTailIsFoldedWithoutWaitingAckWait(t *testing.T) {
+	n := testenv.StartNATS(t, "")
+	last := testenv.PublishWorkload(t, n.JS, 0, testenv.Workload(19, 600, 50))
+	ref := testenv.ClickHouse(t)
+	runUntil(t, testConfig("reference"), n.JS, ref, last)
+
+	store := testenv.ClickHouse(t)
+	cfg := testConfig("lossy")
+	cfg.AckWait, cfg.StallWait = time.Hour, 500*time.Millisecond
+	ing, err := New(cfg, n.JS, store, quietLogger(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	dropped := map[uint64]bool{}
+	ing.dropDelivery = func(seq uint64) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if seq+20 <= last || dropped[seq] {
+			return false
+		}
+		dropped[seq] = true
+		return true
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ing.Run(ctx) }()
+	testenv.WaitCommitted(t, store, cfg.Consumer, last, time.Minute)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(dropped) != 20 {
+		t.Fatalf("dropped %d deliveries, want the last 20", len(dropped))
+	}
+	if got, want := testenv.Snapshot(t, store), testenv.Snapshot(t, ref); got != want {
+		t.Fatalf("state after a lost tail differs from an uninterrupted run:\n%s", testenv.FirstDiff(got, want))
 	}
 }

@@ -50,6 +50,14 @@ type Config struct {
 	MaxCachedPersons int
 	// AckWait is how long JetStream waits for an ack before redelivering.
 	AckWait time.Duration
+	// StallWait is how long the ingester waits for the next message when
+	// the last one said the stream holds more for the consumer
+	// (NumPending > 0). Past it, messages in flight were lost in the
+	// client (a full buffer: "slow consumer, messages dropped") and no
+	// later delivery shows the hole, so the consumer is recreated from
+	// the last commit instead of waiting AckWait for a redelivery
+	// (collect).
+	StallWait time.Duration
 	// Streams creates the streams and the progress bucket when they are
 	// missing; existing ones are bound as they are.
 	Streams stream.Config
@@ -85,6 +93,8 @@ func (c Config) Validate() error {
 		return errors.New("batch wait must be positive")
 	case c.AckWait < 5*time.Second:
 		return errors.New("ack wait must be at least 5s")
+	case c.StallWait <= 0:
+		return errors.New("stall wait must be positive")
 	case c.MaxPersonBytes < 0:
 		return fmt.Errorf("max person bytes %d is negative", c.MaxPersonBytes)
 	case c.ShutdownGrace <= 0:
@@ -101,6 +111,7 @@ func (c Config) Validate() error {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{Consumer: "ingester", BatchSize: 20000, BatchWait: 200 * time.Millisecond, MaxCachedPersons: 500_000, AckWait: 2 * time.Minute,
+		StallWait:      10 * time.Second,
 		MaxPersonBytes: fold.DefaultMaxPersonBytes, ShutdownGrace: 10 * time.Second, LeaseTTL: 10 * time.Second}
 }
 
@@ -149,6 +160,12 @@ type Ingester struct {
 	next uint64
 	// nextDelivery is the consumer sequence it must deliver next.
 	nextDelivery uint64
+	// behind: the last message delivered said the stream holds more for
+	// the consumer (collect's stall check).
+	behind bool
+	// dropDelivery, set by tests only, makes collect lose a delivered
+	// message as the client does when its buffer is full.
+	dropDelivery func(seq uint64) bool
 	// slab hands out pendings (newPending): one allocation per
 	// slabSize messages instead of one each.
 	slab []pending
@@ -295,15 +312,21 @@ func (i *Ingester) run(ctx context.Context) error {
 			batch, err = i.collect(ctx, iter, batch, ext.through)
 		}
 		var gap *gapError
+		var stall *stallError
 		lost := errors.Is(err, jetstream.ErrNoHeartbeat)
-		if errors.As(err, &gap) || lost {
+		if errors.As(err, &gap) || errors.As(err, &stall) || lost {
 			// The batch before the gap is committed; the messages from
 			// the gap on come again, in order, from a new consumer.
-			if lost {
+			switch {
+			case lost:
 				// The consumer's server went quiet: on a cluster, its
 				// leader was lost (cluster.go).
 				i.log.Warn("consumer stopped sending heartbeats; recreated from the last commit", "committed_seq", i.folder.Committed)
-			} else {
+			case stall != nil:
+				i.metrics.gaps.Inc()
+				i.log.Warn("messages lost in delivery at the tail (none came though the stream holds more); consumer recreated from the last commit",
+					"waited", i.cfg.StallWait, "committed_seq", i.folder.Committed)
+			default:
 				i.metrics.gaps.Inc()
 				i.log.Warn("messages lost in delivery; consumer recreated from the last commit", "expected_delivery", gap.want, "delivered", gap.got, "committed_seq", i.folder.Committed)
 			}
@@ -421,6 +444,7 @@ func (i *Ingester) decode(msg jetstream.Msg) *pending {
 	}
 	p.seq, p.delivery = meta.Sequence.Stream, meta.Sequence.Consumer
 	p.last = meta.NumPending == 0
+	i.behind = !p.last
 	i.metrics.lag.Set(float64(meta.NumPending))
 	if p.seq <= i.folder.Committed {
 		p.skip = true

@@ -69,7 +69,8 @@ func startIngester(t *testing.T, cfg Config, js jetstream.JetStream, store Store
 func runUntil(t *testing.T, cfg Config, js jetstream.JetStream, store Store, lastSeq uint64) {
 	t.Helper()
 	cancel, done := startIngester(t, cfg, js, store)
-	deadline := time.Now().Add(60 * time.Second)
+	// A hang detector, not a speed bound: CI machines under load are slow.
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		seq, err := store.LastCommitted(context.Background(), cfg.Consumer)
 		if err == nil && seq >= lastSeq {

@@ -74,7 +74,7 @@ func runPartitions(t *testing.T, js jetstream.JetStream, store Store, base strin
 		})
 	}
 	for k := range n {
-		testenv.WaitCommitted(t, store.(*chstore.Store), stream.ConsumerName(base, k, n), last[k], time.Minute)
+		testenv.WaitCommitted(t, store.(*chstore.Store), stream.ConsumerName(base, k, n), last[k], 3*time.Minute)
 	}
 	for _, stop := range stops {
 		stop()

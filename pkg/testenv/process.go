@@ -141,13 +141,26 @@ func WaitFor(t testing.TB, limit time.Duration, what string, cond func() (bool, 
 }
 
 // WaitCommitted waits until the ingester named consumer has committed
-// stream sequence seq to store.
+// stream sequence seq to store. It detects a hang, not slowness: the test
+// fails when no commit moved for limit, however long the whole takes (a
+// CI machine under load folds slowly but steadily).
 func WaitCommitted(t testing.TB, store *chstore.Store, consumer string, seq uint64, limit time.Duration) {
 	t.Helper()
-	WaitFor(t, limit, fmt.Sprintf("%s committing seq %d", consumer, seq), func() (bool, error) {
+	var at uint64
+	deadline := time.Now().Add(limit)
+	for {
 		got, err := store.LastCommitted(context.Background(), consumer)
-		return err == nil && got >= seq, err
-	})
+		if err == nil && got >= seq {
+			return
+		}
+		if err == nil && got > at {
+			at, deadline = got, time.Now().Add(limit)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s committing seq %d: at %d, no commit for %s (last error: %v)", consumer, seq, at, limit, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // PublishWorkload publishes messages (as Workload makes them) over three
