@@ -171,14 +171,17 @@ func (st *Store) Retention(ctx context.Context, project uint64, f *Filter, q url
 	}
 	// Only the persons with a target event in the selected interval can
 	// be in its cohort (first time too: their first one must be there):
-	// that interval's events, read by the sort key's date, select them
-	// before the per-person arrays are built for every active person
-	// (docs/performance.md, G10).
+	// that interval's events, read by the sort key's date, select them,
+	// and the scan reads the other columns of their rows alone, before
+	// the join and the per-person arrays (docs/performance.md, G10). The
+	// scan also keeps rows an override gave to persons outside that set;
+	// member drops them, as such a person has no target event in the
+	// selected interval.
 	cohort, err := st.retentionCohort(ctx, project, f, r)
 	if err != nil {
 		return nil, err
 	}
-	s.where = and(s.where, cohort)
+	s.among = cohort
 	if !r.firstTime {
 		// Recurring: neither the cohort nor a return is before the
 		// selected interval.
@@ -234,8 +237,8 @@ func (st *Store) retentionScan(ctx context.Context, project uint64, f *Filter, r
 	return s, nil
 }
 
-// retentionCohort is the condition "pid has a target event in the
-// selected interval", a superset of the selected cohort.
+// retentionCohort is the statement of the persons with a target event
+// in the selected interval, a superset of the selected cohort.
 func (st *Store) retentionCohort(ctx context.Context, project uint64, f *Filter, r *retention) (cond, error) {
 	g := *f
 	g.BreakdownValue = nil
@@ -248,7 +251,7 @@ func (st *Store) retentionCohort(ctx context.Context, project uint64, f *Filter,
 		return cond{}, err
 	}
 	q, args := in.sql()
-	return cond{"pid IN (SELECT pid FROM (" + q + "))", args}, nil
+	return cond{"SELECT pid FROM (" + q + ")", args}, nil
 }
 
 // orTrue is c, or a true condition when c is empty (any event).
