@@ -137,3 +137,55 @@ func (u *uncutQuerier) Query(ctx context.Context, q string, args ...any) (driver
 	}
 	return u.Querier.Query(ctx, strings.Replace(q, cutPrewhere, " AND (1 OR person_id IN (", 1), args...)
 }
+
+// TestRetentionBeyond64Intervals: up to 64 intervals, a person's returns
+// are the bits of one number; beyond, an array. Recurring retention of
+// 65 hours at selected interval k+1 is the one of 64 hours (the same
+// last hour) at k, so the two forms must give the same persons and
+// appearances (the reference tests in pkg/httpapi check the first).
+func TestRetentionBeyond64Intervals(t *testing.T) {
+	n := testenv.StartNATS(t, "")
+	store := testenv.ClickHouse(t)
+	testenv.PublishWorkload(t, n.JS, 0, workloadWithResets(31, 600, 60))
+	var more []testenv.Message
+	for i := range 300 { // the next day, so persons come back
+		more = append(more, testenv.Message{Body: fmt.Sprintf(`{"event":"$pageview","distinct_id":"u%d"}`, (i*7)%60)})
+	}
+	last := testenv.PublishWorkload(t, n.JS, 86400, more)
+	ingestAll(t, n, store, last)
+	ctx := context.Background()
+	st := New(store.Conn(), nil)
+	now := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	answer := func(project uint64, total, sel int) []Actor {
+		q := url.Values{"date_to": {"2026-04-02T01:00:00"}, "period": {"Hour"}, "total_intervals": {fmt.Sprint(total)},
+			"selected_interval": {fmt.Sprint(sel)}}
+		f, err := ParseFilter(RetentionQuery(q), time.UTC, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.Retention(ctx, project, f, q, Page{}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	returned := 0
+	for project := uint64(1); project <= 3; project++ {
+		// 2026-04-01 00:00 is interval 38 of the 64 hours ending with
+		// 2026-04-02 01:00: the first day's events, back 24 hours later.
+		for _, sel := range []int{37, 38, 62} {
+			small, big := answer(project, 64, sel), answer(project, 65, sel+1)
+			if fmt.Sprint(small) != fmt.Sprint(big) {
+				t.Fatalf("project %d hour %d:\n 64 intervals %v\n 65 intervals %v", project, sel, small, big)
+			}
+			for _, a := range small {
+				if slices.Contains(a.Appearances[1:], 1) {
+					returned++
+				}
+			}
+		}
+	}
+	if returned == 0 {
+		t.Fatal("no person came back: the comparison proves nothing")
+	}
+}
