@@ -13,6 +13,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
+	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/testenv"
 )
 
@@ -25,15 +26,7 @@ import (
 // scan is cut to the persons of the selected interval, answers what the
 // same statement without the cut answers, for every selected interval.
 func TestCutToPersonsKeepsTheirRows(t *testing.T) {
-	n := testenv.StartNATS(t, "")
-	store := testenv.ClickHouse(t)
-	testenv.PublishWorkload(t, n.JS, 0, workloadWithResets(29, 3000, 150))
-	var more []testenv.Message
-	for i := range 900 { // a second day, so persons come back
-		more = append(more, testenv.Message{Body: fmt.Sprintf(`{"event":"$pageview","distinct_id":"u%d"}`, (i*41)%150)})
-	}
-	last := testenv.PublishWorkload(t, n.JS, 86400, more)
-	ingestAll(t, n, store, last)
+	store := twoDays(t, 29, 3000, 150, 900, 41)
 	ctx := context.Background()
 	for project := uint64(1); project <= 3; project++ {
 		ref := referenceAttribution(t, store, project)
@@ -109,6 +102,21 @@ func TestCutToPersonsKeepsTheirRows(t *testing.T) {
 	}
 }
 
+// twoDays ingests workloadWithResets(seed, n, ids) through the real
+// ingester and, a day later, views page views of the ids in steps of
+// step, so persons come back.
+func twoDays(t *testing.T, seed int64, n, ids, views, step int) *chstore.Store {
+	nats := testenv.StartNATS(t, "")
+	store := testenv.ClickHouse(t)
+	testenv.PublishWorkload(t, nats.JS, 0, workloadWithResets(seed, n, ids))
+	var more []testenv.Message
+	for i := range views {
+		more = append(more, testenv.Message{Body: fmt.Sprintf(`{"event":"$pageview","distinct_id":"u%d"}`, (i*step)%ids)})
+	}
+	ingestAll(t, nats, store, testenv.PublishWorkload(t, nats.JS, 86400, more))
+	return store
+}
+
 // cutPrewhere is the start of the condition scan.among adds.
 const cutPrewhere = " AND (person_id IN ("
 
@@ -144,15 +152,7 @@ func (u *uncutQuerier) Query(ctx context.Context, q string, args ...any) (driver
 // last hour) at k, so the two forms must give the same persons and
 // appearances (the reference tests in pkg/httpapi check the first).
 func TestRetentionBeyond64Intervals(t *testing.T) {
-	n := testenv.StartNATS(t, "")
-	store := testenv.ClickHouse(t)
-	testenv.PublishWorkload(t, n.JS, 0, workloadWithResets(31, 600, 60))
-	var more []testenv.Message
-	for i := range 300 { // the next day, so persons come back
-		more = append(more, testenv.Message{Body: fmt.Sprintf(`{"event":"$pageview","distinct_id":"u%d"}`, (i*7)%60)})
-	}
-	last := testenv.PublishWorkload(t, n.JS, 86400, more)
-	ingestAll(t, n, store, last)
+	store := twoDays(t, 31, 600, 60, 300, 7)
 	ctx := context.Background()
 	st := New(store.Conn(), nil)
 	now := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
