@@ -105,6 +105,13 @@ type scan struct {
 	// upTo, when above 0, keeps only the persons of ids up to it, cut
 	// in the PREWHERE (prefix.go).
 	upTo uint64
+	// among, when set, is a statement of one column of person ids: the
+	// scan keeps every row of those persons, cut in the PREWHERE as upTo
+	// is (retention's cohort, docs/performance.md, G10). It also keeps
+	// the rows an override took from them to other persons: the caller's
+	// own condition on the group drops those persons (a filter on pid
+	// would run the statement once more).
+	among cond
 }
 
 // lastDate bounds the dates a scan states (sql): ClickHouse 18.16 reads
@@ -165,6 +172,12 @@ func (s scan) sql() (string, []any) {
 		// them by an override (a small set, probed only here).
 		inner += " AND (person_id <= ? OR distinct_id IN (SELECT distinct_id FROM person_distinct_id_overrides FINAL WHERE project_id = ? AND person_id <= ? AND is_deleted = 0))"
 		args = append(args, s.upTo, s.project, s.upTo)
+	}
+	if s.among.sql != "" {
+		// The same for a set: the rows stored with one of its persons,
+		// or whose distinct id an override gives to one of them.
+		inner += " AND (person_id IN (" + s.among.sql + ") OR distinct_id IN (SELECT distinct_id FROM person_distinct_id_overrides FINAL WHERE project_id = ? AND is_deleted = 0 AND person_id IN (" + s.among.sql + ")))"
+		args = append(append(append(args, s.among.args...), s.project), s.among.args...)
 	}
 	inner += " WHERE o_deleted = 0"
 	if s.upTo > 0 {

@@ -171,14 +171,17 @@ func (st *Store) Retention(ctx context.Context, project uint64, f *Filter, q url
 	}
 	// Only the persons with a target event in the selected interval can
 	// be in its cohort (first time too: their first one must be there):
-	// that interval's events, read by the sort key's date, select them
-	// before the per-person arrays are built for every active person
-	// (docs/performance.md, G10).
+	// that interval's events, read by the sort key's date, select them,
+	// and the scan reads the other columns of their rows alone, before
+	// the join and the per-person arrays (docs/performance.md, G10). The
+	// scan also keeps rows an override gave to persons outside that set;
+	// member drops them, as such a person has no target event in the
+	// selected interval.
 	cohort, err := st.retentionCohort(ctx, project, f, r)
 	if err != nil {
 		return nil, err
 	}
-	s.where = and(s.where, cohort)
+	s.among = cohort
 	if !r.firstTime {
 		// Recurring: neither the cohort nor a return is before the
 		// selected interval.
@@ -186,12 +189,28 @@ func (st *Store) Retention(ctx context.Context, project uint64, f *Filter, q url
 	}
 	base, args := s.sql()
 	lim, largs := page.sql()
-	sql := "SELECT pid, ret FROM (SELECT pid, groupUniqArrayIf(idx, is_return = 1 AND idx > ?) AS ret FROM (" + base +
-		") GROUP BY pid HAVING " + member.sql + ") ORDER BY length(ret) DESC, pid ASC" + lim
+	// The intervals a person came back in: up to 64, the bits of one
+	// number (no hash set per person, docs/performance.md, G10).
+	rets, count := "groupUniqArrayIf(idx, is_return = 1 AND idx > ?)", "length(ret)"
+	if r.total <= 64 {
+		rets, count = "groupBitOrIf(bitShiftLeft(toUInt64(1), toUInt64(idx)), is_return = 1 AND idx > ?)", "length(bitmaskToArray(ret))"
+	}
+	sql := "SELECT pid, ret FROM (SELECT pid, " + rets + " AS ret FROM (" + base +
+		") GROUP BY pid HAVING " + member.sql + ") ORDER BY " + count + " DESC, pid ASC" + lim
 	all := append(append(append([]any{r.selected}, args...), member.args...), largs...)
 	return st.scanActors(ctx, sql, all, func(rows driver.Rows, a *Actor) error {
 		var ret []int64
-		if err := rows.Scan(&a.PersonID, &ret); err != nil {
+		if r.total <= 64 {
+			var bits uint64
+			if err := rows.Scan(&a.PersonID, &bits); err != nil {
+				return err
+			}
+			for i := range r.total {
+				if bits&(1<<i) != 0 {
+					ret = append(ret, int64(i))
+				}
+			}
+		} else if err := rows.Scan(&a.PersonID, &ret); err != nil {
 			return err
 		}
 		a.Appearances = make([]int, r.total-r.selected)
@@ -234,8 +253,8 @@ func (st *Store) retentionScan(ctx context.Context, project uint64, f *Filter, r
 	return s, nil
 }
 
-// retentionCohort is the condition "pid has a target event in the
-// selected interval", a superset of the selected cohort.
+// retentionCohort is the statement of the persons with a target event
+// in the selected interval, a superset of the selected cohort.
 func (st *Store) retentionCohort(ctx context.Context, project uint64, f *Filter, r *retention) (cond, error) {
 	g := *f
 	g.BreakdownValue = nil
@@ -248,7 +267,7 @@ func (st *Store) retentionCohort(ctx context.Context, project uint64, f *Filter,
 		return cond{}, err
 	}
 	q, args := in.sql()
-	return cond{"pid IN (SELECT pid FROM (" + q + "))", args}, nil
+	return cond{"SELECT pid FROM (" + q + ")", args}, nil
 }
 
 // orTrue is c, or a true condition when c is empty (any event).
