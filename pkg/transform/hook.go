@@ -192,7 +192,7 @@ func (h *Hook) one(ctx context.Context, x ingest.HookInput, mark uint64, acc *ba
 	if err != nil {
 		return x.Input, false, err // the version store is unreachable: retried
 	}
-	ev, err := FromEnvelope(x.ProjectID, &x.Event)
+	ev, err := fromEnvelopeText(x.ProjectID, &x.Event)
 	if err != nil {
 		h.log.Error("transformation skipped: event not in plugin shape", "seq", x.Seq, "err", err)
 		return x.Input, true, nil

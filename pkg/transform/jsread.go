@@ -38,7 +38,10 @@ type jsReader struct {
 // errTooBig stops a walk past the size limit.
 type errTooBig struct{}
 
-var proxyType = reflect.TypeOf(goja.Proxy{})
+var (
+	proxyType = reflect.TypeOf(goja.Proxy{})
+	lazyType  = reflect.TypeOf((*lazyProps)(nil))
+)
 
 func newReader(vm *goja.Runtime) (*jsReader, error) {
 	isArray, ok := goja.AssertFunction(vm.Get("Array").ToObject(vm).Get("isArray"))
@@ -130,6 +133,15 @@ func (r *jsReader) prop(key string, value goja.Value) (any, bool) {
 	}
 	r.stack = append(r.stack, o)
 	defer func() { r.stack = r.stack[:len(r.stack)-1] }()
+	if o.ExportType() == lazyType {
+		lp, _ := o.Export().(*lazyProps)
+		text, err := lp.text(r.prop)
+		if err != nil {
+			panic(r.vm.NewTypeError(err.Error()))
+		}
+		r.grow(len(text))
+		return text, true
+	}
 	if r.array(o) {
 		return r.arrayItems(o), true
 	}
@@ -237,6 +249,17 @@ var eventFields = [...]string{"event", "distinct_id", "properties", "timestamp",
 // decodeResult's raw map tells).
 func eventFromJSON(m map[string]any, keys []string) (out Event, hasTeam, hasUUID bool, err error) {
 	dst := [len(eventFields)]any{&out.Event, &out.DistinctID, &out.Properties, &out.Timestamp, &out.UUID, &out.TeamID, &out.Set, &out.SetOnce}
+	// The lazy properties kept as one key "properties" stay text;
+	// anywhere else (merged with another key matching it, under $set),
+	// they are the map they stand for.
+	named := 0
+	for _, k := range keys {
+		if strings.EqualFold(k, "properties") {
+			named++
+		}
+	}
+	text, lazy := m["properties"].(propsText)
+	lazy = lazy && named == 1
 	for _, k := range keys {
 		hasTeam = hasTeam || k == "team_id"
 		hasUUID = hasUUID || k == "uuid"
@@ -247,6 +270,10 @@ func eventFromJSON(m map[string]any, keys []string) (out Event, hasTeam, hasUUID
 			}
 		}
 		if f < 0 {
+			continue
+		}
+		if f == 2 && lazy {
+			out.text = text
 			continue
 		}
 		if e := setField(dst[f], m[k]); e != nil && err == nil {
@@ -260,6 +287,9 @@ func eventFromJSON(m map[string]any, keys []string) (out Event, hasTeam, hasUUID
 // or a number as it was and makes a map nil; an object fills a map
 // already there. The error is the JSON kind that does not fit.
 func setField(dst, v any) error {
+	if t, ok := v.(propsText); ok {
+		v = t.decoded()
+	}
 	if v == nil {
 		if p, ok := dst.(*map[string]any); ok {
 			*p = nil

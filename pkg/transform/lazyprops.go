@@ -1,0 +1,253 @@
+package transform
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/dop251/goja"
+
+	"github.com/personhub/personhub/pkg/event"
+)
+
+// lazyProps is an event's properties as processEvent gets them in the
+// ingester: a goja dynamic object over the envelope's properties text.
+// A property is decoded when the plugin reads it, and the result's
+// properties are that text again, with only the properties the plugin
+// set, deleted or could have changed (an object or array it read)
+// written anew. Decoding every property into a Go map, building every
+// one as a JavaScript value and reading every one back was most of a
+// trivial step's cost (docs/performance.md, G9). To the plugin it is the
+// plain object jsEvent builds (TestLazyPropsArePlain): keys in the same
+// order, the same values, the same prototype. What a dynamic object
+// cannot be (frozen, sealed, an accessor or non-writable property, a
+// symbol key) throws a TypeError naming a dynamic object, and the call is
+// made again on plain objects (instance.call).
+type lazyProps struct {
+	vm      *goja.Runtime
+	entries []propEntry
+}
+
+// propEntry is one property: its text until the plugin reads or sets it.
+type propEntry struct {
+	key string
+	raw []byte     // the value's JSON text, nil when set by the plugin
+	val goja.Value // the value, once read or set
+	// dirty: val may differ from raw (set, or an object the plugin may
+	// have changed): written from val.
+	dirty bool
+}
+
+// propsText is the JSON text of a lazyProps as the reader found it.
+type propsText []byte
+
+// MarshalJSON writes the text: a lazy object inside another value.
+func (t propsText) MarshalJSON() ([]byte, error) { return t, nil }
+
+// decoded is the text as a map, as FromEnvelope decodes properties.
+func (t propsText) decoded() map[string]any {
+	m, _ := event.DecodeObject(t)
+	if m == nil {
+		m = map[string]any{}
+	}
+	return m
+}
+
+// newLazyProps reads the keys of an object's text: sorted and without
+// repeats (the last one kept), the order and values jsEvent gives the
+// same object decoded into a map. false when the text holds what only
+// the eager path treats right (a number beyond float64, which JSON.parse
+// refuses) or is not an object the scanner reads.
+func newLazyProps(vm *goja.Runtime, raw []byte) (*lazyProps, bool) {
+	if mayOverflow(raw) {
+		return nil, false
+	}
+	lp := &lazyProps{vm: vm}
+	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
+		return lp, true
+	}
+	sorted := true
+	ok := event.Members(raw, func(k string, v []byte) {
+		if n := len(lp.entries); n > 0 && lp.entries[n-1].key >= k {
+			sorted = false
+		}
+		lp.entries = append(lp.entries, propEntry{key: k, raw: v})
+	})
+	if !ok {
+		return nil, false
+	}
+	if !sorted {
+		// Stable: of repeated keys the last stays last, and is kept.
+		slices.SortStableFunc(lp.entries, func(a, b propEntry) int { return strings.Compare(a.key, b.key) })
+		out := lp.entries[:0]
+		for i, e := range lp.entries {
+			if i+1 < len(lp.entries) && lp.entries[i+1].key == e.key {
+				continue
+			}
+			out = append(out, e)
+		}
+		lp.entries = out
+	}
+	return lp, true
+}
+
+// mayOverflow reports whether raw may hold a number strconv.ParseFloat
+// refuses: one with an exponent, or of 309 digits and more (beyond
+// float64 either way). Only numbers are looked at, not strings.
+func mayOverflow(raw []byte) bool {
+	inString, escaped, run := false, false, 0
+	for _, c := range raw {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString, run = true, 0
+		case (c == 'e' || c == 'E') && run > 0:
+			return true // an exponent (true and false have no digits before)
+		case '0' <= c && c <= '9':
+			if run++; run >= 309 {
+				return true
+			}
+		case c == '.':
+		default:
+			run = 0
+		}
+	}
+	return false
+}
+
+// arrayIndex reports whether k is an array index, which plain objects
+// list first, in ascending order (ECMAScript OrdinaryOwnPropertyKeys,
+// as goja does): canonical digits below 2^32-1.
+func arrayIndex(k string) (uint64, bool) {
+	if k == "" || len(k) > 10 || len(k) > 1 && k[0] == '0' {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(k); i++ {
+		if k[i] < '0' || k[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(k[i]-'0')
+	}
+	return n, n < 1<<32-1
+}
+
+func (lp *lazyProps) find(key string) int {
+	for i := range lp.entries {
+		if lp.entries[i].key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// Get decodes the property the first time it is read.
+func (lp *lazyProps) Get(key string) goja.Value {
+	i := lp.find(key)
+	if i < 0 {
+		return nil
+	}
+	e := &lp.entries[i]
+	if e.val == nil {
+		v, err := event.DecodeValue(e.raw)
+		jv, ok := jsValue(lp.vm, v)
+		if err != nil || !ok {
+			// newLazyProps let through only what converts.
+			panic(lp.vm.NewTypeError("transform: property %q cannot be read", key))
+		}
+		e.val = jv
+		_, isObj := jv.(*goja.Object)
+		e.dirty = isObj
+	}
+	return e.val
+}
+
+// Set sets or adds a property; a new one comes last, as on a plain object.
+func (lp *lazyProps) Set(key string, val goja.Value) bool {
+	if i := lp.find(key); i >= 0 {
+		lp.entries[i].val, lp.entries[i].raw, lp.entries[i].dirty = val, nil, true
+		return true
+	}
+	lp.entries = append(lp.entries, propEntry{key: key, val: val, dirty: true})
+	return true
+}
+
+func (lp *lazyProps) Has(key string) bool { return lp.find(key) >= 0 }
+
+func (lp *lazyProps) Delete(key string) bool {
+	if i := lp.find(key); i >= 0 {
+		lp.entries = slices.Delete(lp.entries, i, i+1)
+	}
+	return true
+}
+
+// Keys are in a plain object's order: array indexes ascending, then the
+// other keys in the order they were added.
+func (lp *lazyProps) Keys() []string {
+	keys := make([]string, 0, len(lp.entries))
+	var idx []string
+	for _, e := range lp.entries {
+		if _, ok := arrayIndex(e.key); ok {
+			idx = append(idx, e.key)
+		} else {
+			keys = append(keys, e.key)
+		}
+	}
+	if idx == nil {
+		return keys
+	}
+	slices.SortFunc(idx, func(a, b string) int {
+		x, _ := arrayIndex(a)
+		y, _ := arrayIndex(b)
+		return cmp.Compare(x, y)
+	})
+	return append(idx, keys...)
+}
+
+// text is the properties as JSON text, as json.Marshal writes the map the
+// reader would have read from a plain object (keys sorted), except that a
+// property the plugin did not change keeps its text as received. value
+// reads a changed one as the reader does (false: left out, as
+// JSON.stringify leaves out undefined and functions).
+func (lp *lazyProps) text(value func(key string, v goja.Value) (any, bool)) (propsText, error) {
+	idx := make([]int, len(lp.entries))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(lp.entries[a].key, lp.entries[b].key) })
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for _, i := range idx {
+		e := lp.entries[i]
+		text := e.raw
+		if e.dirty {
+			v, ok := value(e.key, e.val)
+			if !ok {
+				continue
+			}
+			var err error
+			if text, err = json.Marshal(v); err != nil {
+				return nil, err
+			}
+		}
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(e.key)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(text)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
