@@ -135,12 +135,17 @@ func (r *jsReader) prop(key string, value goja.Value) (any, bool) {
 	defer func() { r.stack = r.stack[:len(r.stack)-1] }()
 	if o.ExportType() == lazyType {
 		lp, _ := o.Export().(*lazyProps)
-		text, err := lp.text(r.prop)
-		if err != nil {
-			panic(r.vm.NewTypeError(err.Error()))
+		switch {
+		case lp.ev == nil:
+			text, err := lp.text(r.prop)
+			if err != nil {
+				panic(r.vm.NewTypeError(err.Error()))
+			}
+			r.grow(len(text))
+			return text, true
+		case lp.untouched():
+			return r.event(lp), true
 		}
-		r.grow(len(text))
-		return text, true
 	}
 	if r.array(o) {
 		return r.arrayItems(o), true
@@ -204,6 +209,37 @@ func (r *jsReader) arrayItems(o *goja.Object) []any {
 		}
 		r.grow(1)
 		out = append(out, v)
+	}
+	return out
+}
+
+// event is object on an event the plugin left as it came but for its
+// properties: its fields are read from the Event, not through goja.
+func (r *jsReader) event(lp *lazyProps) map[string]any {
+	top := len(r.stack) == 1
+	out := make(map[string]any, len(lp.entries))
+	r.grow(2)
+	for _, e := range lp.entries {
+		var v any
+		switch x := e.gov.(type) {
+		case string:
+			v = x
+			r.grow(quotedLen(x))
+		case json.Number:
+			f, _ := strconv.ParseFloat(string(x), 64)
+			v = f
+			r.grow(len(x))
+		default:
+			var ok bool
+			if v, ok = r.prop(e.key, e.val); !ok {
+				continue
+			}
+		}
+		r.grow(quotedLen(e.key) + 2)
+		out[e.key] = v
+		if top {
+			r.keys = append(r.keys, e.key)
+		}
 	}
 	return out
 }

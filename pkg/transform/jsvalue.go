@@ -17,8 +17,9 @@ import (
 // round trip gave, which stays the reference the tests compare against
 // (jsvalue_test.go).
 
-// jsEvent is JSON.parse(json.Marshal(ev)) built directly (properties
-// given as text become a lazyProps, which stands for that object): plain objects
+// jsEvent is JSON.parse(json.Marshal(ev)) built directly (an event with
+// its properties as text becomes a lazy event, which stands for that
+// object: newLazyEvent): plain objects
 // and arrays in the order json.Marshal writes (struct fields in order,
 // map keys sorted), every key an own data property (CreateDataProperty,
 // as JSON.parse: a "__proto__" key is a property, not the prototype, and
@@ -27,18 +28,15 @@ import (
 // string that is not UTF-8, a number that is not finite, a Go type the
 // decoders never produce): the caller takes the text path.
 func jsEvent(vm *goja.Runtime, ev Event) (*goja.Object, bool) {
+	if ev.text != nil && ev.Properties == nil {
+		return newLazyEvent(vm, &ev)
+	}
 	o := vm.NewObject()
 	put := func(k string, v any) bool {
 		jv, ok := jsValue(vm, v)
 		return ok && o.DefineDataProperty(k, jv, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE) == nil
 	}
-	ok := put("event", ev.Event) && put("distinct_id", ev.DistinctID)
-	if ev.text != nil && ev.Properties == nil {
-		lp, lazy := newLazyProps(vm, ev.text)
-		ok = ok && lazy && o.DefineDataProperty("properties", vm.NewDynamicObject(lp), goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE) == nil
-	} else {
-		ok = ok && put("properties", ev.Properties)
-	}
+	ok := put("event", ev.Event) && put("distinct_id", ev.DistinctID) && put("properties", ev.Properties)
 	if ok && ev.Timestamp != "" {
 		ok = put("timestamp", ev.Timestamp)
 	}

@@ -5,7 +5,9 @@ import (
 	"cmp"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/dop251/goja"
 
@@ -28,12 +30,26 @@ import (
 type lazyProps struct {
 	vm      *goja.Runtime
 	entries []propEntry
+	// src is the text the entries came from (trimmed), n0 their number;
+	// while no entry was deleted and none of them changed, the text
+	// stays src with the new ones appended (text). dups: src repeats a
+	// key, so it must be written anew.
+	src     []byte
+	n0      int
+	deleted bool
+	dups    bool
+	// ev, for the event itself (newLazyEvent), is the event it stands
+	// for: returned untouched but for its properties, it is read without
+	// walking it (jsReader.prop).
+	ev *Event
 }
 
-// propEntry is one property: its text until the plugin reads or sets it.
+// propEntry is one property: its text (or Go value) until the plugin
+// reads or sets it.
 type propEntry struct {
 	key string
-	raw []byte     // the value's JSON text, nil when set by the plugin
+	raw []byte     // the value's JSON text; nil: gov, or set by the plugin
+	gov any        // the value as jsValue takes it, when raw is nil
 	val goja.Value // the value, once read or set
 	// dirty: val may differ from raw (set, or an object the plugin may
 	// have changed): written from val.
@@ -64,8 +80,9 @@ func newLazyProps(vm *goja.Runtime, raw []byte) (*lazyProps, bool) {
 	if mayOverflow(raw) {
 		return nil, false
 	}
-	lp := &lazyProps{vm: vm}
-	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
+	lp := &lazyProps{vm: vm, src: bytes.TrimSpace(raw)}
+	if len(lp.src) == 0 || string(lp.src) == "null" {
+		lp.src = []byte("{}")
 		return lp, true
 	}
 	sorted := true
@@ -88,9 +105,76 @@ func newLazyProps(vm *goja.Runtime, raw []byte) (*lazyProps, bool) {
 			}
 			out = append(out, e)
 		}
+		lp.dups = len(out) < len(lp.entries)
 		lp.entries = out
 	}
+	lp.n0 = len(lp.entries)
 	return lp, true
+}
+
+// newLazyEvent is the event object jsEvent builds, as a dynamic object
+// with ev's properties a lazyProps: fields in the same order, each made a
+// JavaScript value when read. false as newLazyProps, or when a field
+// needs the text path (jsEvent).
+func newLazyEvent(vm *goja.Runtime, ev *Event) (*goja.Object, bool) {
+	props, ok := newLazyProps(vm, ev.text)
+	if !ok {
+		return nil, false
+	}
+	lp := &lazyProps{vm: vm, ev: ev, entries: make([]propEntry, 0, 8)}
+	for _, s := range [...]string{ev.Event, ev.DistinctID, ev.Timestamp, ev.UUID} {
+		if !utf8.ValidString(s) {
+			return nil, false
+		}
+	}
+	lp.entries = append(lp.entries, propEntry{key: "event", gov: ev.Event}, propEntry{key: "distinct_id", gov: ev.DistinctID},
+		propEntry{key: "properties", val: vm.NewDynamicObject(props)})
+	if ev.Timestamp != "" {
+		lp.entries = append(lp.entries, propEntry{key: "timestamp", gov: ev.Timestamp})
+	}
+	lp.entries = append(lp.entries, propEntry{key: "uuid", gov: ev.UUID}, propEntry{key: "team_id", gov: json.Number(strconv.FormatUint(ev.TeamID, 10))})
+	// $set and $set_once are built now (a value jsValue refuses needs the
+	// text path) and taken as changed: the plugin may change them.
+	for _, f := range [...]struct {
+		key string
+		m   map[string]any
+	}{{"$set", ev.Set}, {"$set_once", ev.SetOnce}} {
+		if len(f.m) > 0 {
+			v, ok := jsValue(vm, f.m)
+			if !ok {
+				return nil, false
+			}
+			lp.entries = append(lp.entries, propEntry{key: f.key, val: v, dirty: true})
+		}
+	}
+	lp.n0 = len(lp.entries)
+	return vm.NewDynamicObject(lp), true
+}
+
+// untouched reports whether the plugin neither set, added nor deleted a
+// property, nor read an object it could have changed.
+func (lp *lazyProps) untouched() bool {
+	if lp.deleted || len(lp.entries) != lp.n0 {
+		return false
+	}
+	for _, e := range lp.entries {
+		if e.dirty {
+			return false
+		}
+	}
+	return true
+}
+
+// props is the lazyProps of an event's properties, while they are the
+// ones it was given.
+func (lp *lazyProps) props() *lazyProps {
+	if i := lp.find("properties"); i >= 0 {
+		if o, ok := lp.entries[i].val.(*goja.Object); ok && o.ExportType() == lazyType {
+			p, _ := o.Export().(*lazyProps)
+			return p
+		}
+	}
+	return nil
 }
 
 // mayOverflow reports whether raw may hold a number strconv.ParseFloat
@@ -159,7 +243,10 @@ func (lp *lazyProps) Get(key string) goja.Value {
 	}
 	e := &lp.entries[i]
 	if e.val == nil {
-		v, err := event.DecodeValue(e.raw)
+		v, err := e.gov, error(nil)
+		if e.raw != nil {
+			v, err = event.DecodeValue(e.raw)
+		}
 		jv, ok := jsValue(lp.vm, v)
 		if err != nil || !ok {
 			// newLazyProps let through only what converts.
@@ -175,7 +262,7 @@ func (lp *lazyProps) Get(key string) goja.Value {
 // Set sets or adds a property; a new one comes last, as on a plain object.
 func (lp *lazyProps) Set(key string, val goja.Value) bool {
 	if i := lp.find(key); i >= 0 {
-		lp.entries[i].val, lp.entries[i].raw, lp.entries[i].dirty = val, nil, true
+		lp.entries[i].val, lp.entries[i].raw, lp.entries[i].gov, lp.entries[i].dirty = val, nil, nil, true
 		return true
 	}
 	lp.entries = append(lp.entries, propEntry{key: key, val: val, dirty: true})
@@ -187,6 +274,7 @@ func (lp *lazyProps) Has(key string) bool { return lp.find(key) >= 0 }
 func (lp *lazyProps) Delete(key string) bool {
 	if i := lp.find(key); i >= 0 {
 		lp.entries = slices.Delete(lp.entries, i, i+1)
+		lp.deleted = true
 	}
 	return true
 }
@@ -214,20 +302,35 @@ func (lp *lazyProps) Keys() []string {
 	return append(idx, keys...)
 }
 
-// text is the properties as JSON text, as json.Marshal writes the map the
-// reader would have read from a plain object (keys sorted), except that a
-// property the plugin did not change keeps its text as received. value
-// reads a changed one as the reader does (false: left out, as
-// JSON.stringify leaves out undefined and functions).
+// text is the properties as JSON text. While the plugin changed or
+// deleted none of the properties it was given, that is their text as
+// received with the ones it added appended; otherwise json.Marshal's text
+// of the map the reader would have read from a plain object (keys
+// sorted), in which a property the plugin did not change keeps its text
+// as received. value reads a changed one as the reader does (false: left
+// out, as JSON.stringify leaves out undefined and functions).
 func (lp *lazyProps) text(value func(key string, v goja.Value) (any, bool)) (propsText, error) {
-	idx := make([]int, len(lp.entries))
-	for i := range idx {
-		idx[i] = i
+	kept := !lp.deleted && !lp.dups
+	for i := 0; kept && i < lp.n0; i++ {
+		kept = !lp.entries[i].dirty
 	}
-	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(lp.entries[a].key, lp.entries[b].key) })
 	var b bytes.Buffer
-	b.WriteByte('{')
-	for _, i := range idx {
+	order := make([]int, 0, len(lp.entries))
+	if kept {
+		b.Grow(len(lp.src) + 32*(len(lp.entries)-lp.n0))
+		b.Write(lp.src[:len(lp.src)-1])
+		for i := lp.n0; i < len(lp.entries); i++ {
+			order = append(order, i)
+		}
+	} else {
+		b.WriteByte('{')
+		for i := range lp.entries {
+			order = append(order, i)
+		}
+		slices.SortFunc(order, func(a, b int) int { return strings.Compare(lp.entries[a].key, lp.entries[b].key) })
+	}
+	first := !kept || lp.n0 == 0
+	for _, i := range order {
 		e := lp.entries[i]
 		text := e.raw
 		if e.dirty {
@@ -240,14 +343,29 @@ func (lp *lazyProps) text(value func(key string, v goja.Value) (any, bool)) (pro
 				return nil, err
 			}
 		}
-		if b.Len() > 1 {
+		if !first {
 			b.WriteByte(',')
 		}
-		k, _ := json.Marshal(e.key)
-		b.Write(k)
-		b.WriteByte(':')
+		first = false
+		writeKey(&b, e.key)
 		b.Write(text)
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
+}
+
+// writeKey writes key and a colon as json.Marshal writes a map key: most
+// keys need no escaping, and are written without it.
+func writeKey(b *bytes.Buffer, key string) {
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			k, _ := json.Marshal(key)
+			b.Write(k)
+			b.WriteByte(':')
+			return
+		}
+	}
+	b.WriteByte('"')
+	b.WriteString(key)
+	b.WriteString(`":`)
 }
