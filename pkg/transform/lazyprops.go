@@ -77,22 +77,24 @@ func (t propsText) decoded() map[string]any {
 // the eager path treats right (a number beyond float64, which JSON.parse
 // refuses) or is not an object the scanner reads.
 func newLazyProps(vm *goja.Runtime, raw []byte) (*lazyProps, bool) {
-	if mayOverflow(raw) {
-		return nil, false
-	}
 	lp := &lazyProps{vm: vm, src: bytes.TrimSpace(raw)}
 	if len(lp.src) == 0 || string(lp.src) == "null" {
 		lp.src = []byte("{}")
 		return lp, true
 	}
-	sorted := true
+	// At least one entry per member: growing the slice copied it, a
+	// tenth of the construction.
+	lp.entries = make([]propEntry, 0, min(bytes.Count(lp.src, []byte(`":`)), 64))
+	sorted, overflow := true, false
 	ok := event.Members(raw, func(k string, v []byte) {
 		if n := len(lp.entries); n > 0 && lp.entries[n-1].key >= k {
 			sorted = false
 		}
+		// Strings cannot overflow: only the other values are looked at.
+		overflow = overflow || v[0] != '"' && mayOverflow(v)
 		lp.entries = append(lp.entries, propEntry{key: k, raw: v})
 	})
-	if !ok {
+	if !ok || overflow {
 		return nil, false
 	}
 	if !sorted {
