@@ -311,6 +311,9 @@ func (in *instance) result(ev Event) (Event, error) {
 	if rd.over {
 		return ev, fmt.Errorf("%w: result over the %d byte limit", ErrShape, in.limits.MaxEventBytes)
 	}
+	if e, ok := in.readOut.(*Event); ok {
+		return checkResult(*e, true, true, ev) // jsReader.event
+	}
 	m, ok := in.readOut.(map[string]any)
 	if !in.readOK || !ok {
 		return ev, ErrShape

@@ -214,9 +214,24 @@ func (r *jsReader) arrayItems(o *goja.Object) []any {
 }
 
 // event is object on an event the plugin left as it came but for its
-// properties: its fields are read from the Event, not through goja.
-func (r *jsReader) event(lp *lazyProps) map[string]any {
+// properties: its fields are read from the Event, not through goja. The
+// result itself with properties the reader gave as text is that Event
+// with the text (a *Event, which result takes as eventFromJSON's).
+func (r *jsReader) event(lp *lazyProps) any {
 	top := len(r.stack) == 1
+	var props any
+	propsOK := false
+	if i := lp.find("properties"); i >= 0 {
+		props, propsOK = r.prop("properties", lp.entries[i].val)
+	}
+	if t, ok := props.(propsText); ok && propsOK && top && lp.ev.TeamID <= 1<<53 {
+		// Above 2^53 the team id read as a JavaScript number is not the
+		// project's: eventFromJSON refuses it, and so must this.
+		out := *lp.ev
+		out.Properties, out.text, out.parsed = nil, t, nil
+		r.grow(len(t) + 40 + quotedLen(out.Event) + quotedLen(out.DistinctID) + quotedLen(out.Timestamp) + quotedLen(out.UUID) + 20)
+		return &out
+	}
 	out := make(map[string]any, len(lp.entries))
 	r.grow(2)
 	for _, e := range lp.entries {
@@ -230,9 +245,15 @@ func (r *jsReader) event(lp *lazyProps) map[string]any {
 			v = f
 			r.grow(len(x))
 		default:
-			var ok bool
-			if v, ok = r.prop(e.key, e.val); !ok {
-				continue
+			if e.key == "properties" {
+				if v = props; !propsOK {
+					continue
+				}
+			} else {
+				var ok bool
+				if v, ok = r.prop(e.key, e.val); !ok {
+					continue
+				}
 			}
 		}
 		r.grow(quotedLen(e.key) + 2)

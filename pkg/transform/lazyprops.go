@@ -38,6 +38,11 @@ type lazyProps struct {
 	n0      int
 	deleted bool
 	dups    bool
+	// The first init entries are the given ones still there, in the
+	// text's order; sorted: that order is the keys' (a plain object
+	// lists them sorted, then the added ones).
+	init   int
+	sorted bool
 	// ev, for the event itself (newLazyEvent), is the event it stands
 	// for: returned untouched but for its properties, it is read without
 	// walking it (jsReader.prop).
@@ -71,24 +76,26 @@ func (t propsText) decoded() map[string]any {
 	return m
 }
 
-// newLazyProps reads the keys of an object's text: sorted and without
-// repeats (the last one kept), the order and values jsEvent gives the
-// same object decoded into a map. false when the text holds what only
-// the eager path treats right (a number beyond float64, which JSON.parse
-// refuses) or is not an object the scanner reads.
+// newLazyProps reads the keys of an object's text. The plugin sees them
+// sorted and without repeats (the last one kept): the order and values
+// jsEvent gives the same object decoded into a map. Without repeats they
+// stay in the text's order (sorting them for every event cost a sixth of
+// the construction; Keys sorts them when asked). false when the text
+// holds what only the eager path treats right (a number beyond float64,
+// which JSON.parse refuses) or is not an object the scanner reads.
 func newLazyProps(vm *goja.Runtime, raw []byte) (*lazyProps, bool) {
-	lp := &lazyProps{vm: vm, src: bytes.TrimSpace(raw)}
+	lp := &lazyProps{vm: vm, src: bytes.TrimSpace(raw), sorted: true}
 	if len(lp.src) == 0 || string(lp.src) == "null" {
 		lp.src = []byte("{}")
 		return lp, true
 	}
-	// At least one entry per member: growing the slice copied it, a
-	// tenth of the construction.
-	lp.entries = make([]propEntry, 0, min(bytes.Count(lp.src, []byte(`":`)), 64))
-	sorted, overflow := true, false
+	// At least one entry per member (a colon each): growing the slice
+	// copied it, a tenth of the construction.
+	lp.entries = make([]propEntry, 0, min(bytes.Count(lp.src, []byte{':'}), 64))
+	overflow := false
 	ok := event.Members(raw, func(k string, v []byte) {
 		if n := len(lp.entries); n > 0 && lp.entries[n-1].key >= k {
-			sorted = false
+			lp.sorted = false
 		}
 		// Strings cannot overflow: only the other values are looked at.
 		overflow = overflow || v[0] != '"' && mayOverflow(v)
@@ -97,7 +104,7 @@ func newLazyProps(vm *goja.Runtime, raw []byte) (*lazyProps, bool) {
 	if !ok || overflow {
 		return nil, false
 	}
-	if !sorted {
+	if !lp.sorted && repeats(lp.entries) {
 		// Stable: of repeated keys the last stays last, and is kept.
 		slices.SortStableFunc(lp.entries, func(a, b propEntry) int { return strings.Compare(a.key, b.key) })
 		out := lp.entries[:0]
@@ -107,11 +114,32 @@ func newLazyProps(vm *goja.Runtime, raw []byte) (*lazyProps, bool) {
 			}
 			out = append(out, e)
 		}
-		lp.dups = len(out) < len(lp.entries)
-		lp.entries = out
+		lp.entries, lp.dups, lp.sorted = out, true, true
 	}
-	lp.n0 = len(lp.entries)
+	lp.n0, lp.init = len(lp.entries), len(lp.entries)
 	return lp, true
+}
+
+// repeats reports whether a key appears twice.
+func repeats(entries []propEntry) bool {
+	if len(entries) > 32 {
+		seen := make(map[string]bool, len(entries))
+		for _, e := range entries {
+			if seen[e.key] {
+				return true
+			}
+			seen[e.key] = true
+		}
+		return false
+	}
+	for i := range entries {
+		for j := i + 1; j < len(entries); j++ {
+			if entries[i].key == entries[j].key {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // newLazyEvent is the event object jsEvent builds, as a dynamic object
@@ -123,7 +151,7 @@ func newLazyEvent(vm *goja.Runtime, ev *Event) (*goja.Object, bool) {
 	if !ok {
 		return nil, false
 	}
-	lp := &lazyProps{vm: vm, ev: ev, entries: make([]propEntry, 0, 8)}
+	lp := &lazyProps{vm: vm, ev: ev, entries: make([]propEntry, 0, 8), sorted: true}
 	for _, s := range [...]string{ev.Event, ev.DistinctID, ev.Timestamp, ev.UUID} {
 		if !utf8.ValidString(s) {
 			return nil, false
@@ -149,7 +177,7 @@ func newLazyEvent(vm *goja.Runtime, ev *Event) (*goja.Object, bool) {
 			lp.entries = append(lp.entries, propEntry{key: f.key, val: v, dirty: true})
 		}
 	}
-	lp.n0 = len(lp.entries)
+	lp.n0, lp.init = len(lp.entries), len(lp.entries)
 	return vm.NewDynamicObject(lp), true
 }
 
@@ -277,6 +305,9 @@ func (lp *lazyProps) Delete(key string) bool {
 	if i := lp.find(key); i >= 0 {
 		lp.entries = slices.Delete(lp.entries, i, i+1)
 		lp.deleted = true
+		if i < lp.init {
+			lp.init--
+		}
 	}
 	return true
 }
@@ -284,9 +315,14 @@ func (lp *lazyProps) Delete(key string) bool {
 // Keys are in a plain object's order: array indexes ascending, then the
 // other keys in the order they were added.
 func (lp *lazyProps) Keys() []string {
-	keys := make([]string, 0, len(lp.entries))
+	entries := lp.entries
+	if !lp.sorted {
+		entries = slices.Clone(entries)
+		slices.SortFunc(entries[:lp.init], func(a, b propEntry) int { return strings.Compare(a.key, b.key) })
+	}
+	keys := make([]string, 0, len(entries))
 	var idx []string
-	for _, e := range lp.entries {
+	for _, e := range entries {
 		if _, ok := arrayIndex(e.key); ok {
 			idx = append(idx, e.key)
 		} else {
