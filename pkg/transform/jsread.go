@@ -244,6 +244,13 @@ func (r *jsReader) event(lp *lazyProps) any {
 			f, _ := strconv.ParseFloat(string(x), 64)
 			v = f
 			r.grow(len(x))
+		case map[string]any:
+			// $set or $set_once never read: what the reader would give of
+			// the object jsValue builds of it.
+			var ok bool
+			if v, ok = r.prop(e.key, lp.Get(e.key)); !ok {
+				continue
+			}
 		default:
 			if e.key == "properties" {
 				if v = props; !propsOK {

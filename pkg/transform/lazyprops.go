@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -163,22 +164,57 @@ func newLazyEvent(vm *goja.Runtime, ev *Event) (*goja.Object, bool) {
 		lp.entries = append(lp.entries, propEntry{key: "timestamp", gov: ev.Timestamp})
 	}
 	lp.entries = append(lp.entries, propEntry{key: "uuid", gov: ev.UUID}, propEntry{key: "team_id", gov: json.Number(strconv.FormatUint(ev.TeamID, 10))})
-	// $set and $set_once are built now (a value jsValue refuses needs the
-	// text path) and taken as changed: the plugin may change them.
 	for _, f := range [...]struct {
 		key string
 		m   map[string]any
 	}{{"$set", ev.Set}, {"$set_once", ev.SetOnce}} {
 		if len(f.m) > 0 {
-			v, ok := jsValue(vm, f.m)
-			if !ok {
-				return nil, false
+			if !convertible(f.m) {
+				return nil, false // the text path (jsEvent)
 			}
-			lp.entries = append(lp.entries, propEntry{key: f.key, val: v, dirty: true})
+			lp.entries = append(lp.entries, propEntry{key: f.key, gov: f.m})
 		}
 	}
 	lp.n0, lp.init = len(lp.entries), len(lp.entries)
 	return vm.NewDynamicObject(lp), true
+}
+
+// convertible reports whether jsValue converts v (walking it, building
+// nothing).
+func convertible(v any) bool {
+	switch v := v.(type) {
+	case nil, bool:
+		return true
+	case string:
+		return utf8.ValidString(v)
+	case json.Number:
+		_, err := strconv.ParseFloat(string(v), 64)
+		return err == nil
+	case float64:
+		return !math.IsNaN(v) && !math.IsInf(v, 0)
+	case map[string]any:
+		for k, x := range v {
+			if !utf8.ValidString(k) || !convertible(x) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		for _, x := range v {
+			if !convertible(x) {
+				return false
+			}
+		}
+		return true
+	case []string:
+		for _, x := range v {
+			if !utf8.ValidString(x) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // untouched reports whether the plugin neither set, added nor deleted a
