@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dop251/goja"
+
+	"github.com/personhub/personhub/pkg/event"
 )
 
 // lazySnippets each look at and change e.properties (p) the ways a plugin
@@ -219,4 +223,43 @@ func TestLazyIsolation(t *testing.T) {
 			t.Fatalf("the first event's result changed: %s", first.text)
 		}
 	}
+}
+
+// FuzzLazyProps is TestLazyPropsArePlain on any properties text the
+// envelope scanner takes, with a snippet chosen by the fuzzer.
+func FuzzLazyProps(f *testing.F) {
+	for i, text := range lazyTexts {
+		f.Add(text, uint8(i*7))
+	}
+	f.Add(`{"1e5":1e5,"x":[1e400],"y":"\u0000"}`, uint8(3))
+	f.Fuzz(func(t *testing.T, text string, pick uint8) {
+		ev, err := event.Parse([]byte(`{"uuid":"0190c6c5-0000-7000-8000-000000000001","event":"e","distinct_id":"d","timestamp":"2026-11-20T10:00:00Z","properties":` + text + `}`))
+		if err != nil || ev.PropertiesRaw == nil || ev.PropertiesRaw[0] != '{' {
+			return
+		}
+		text = string(ev.PropertiesRaw)
+		snippet := lazySnippets[int(pick)%len(lazySnippets)]
+		vm := goja.New()
+		if _, ok := newLazyProps(vm, []byte(text)); !ok {
+			return // the plain path: nothing lazy to compare
+		}
+		want, werr := lazyRun(t, snippet, text, false)
+		got, gerr := lazyRun(t, snippet, text, true)
+		if fmt.Sprint(werr) != fmt.Sprint(gerr) || (want == nil) != (got == nil) {
+			t.Fatalf("%s / %s:\nlazy  %v %v\nplain %v %v", text, snippet, got, gerr, want, werr)
+		}
+		if got == nil {
+			return
+		}
+		gj, _ := json.Marshal(got.materialized())
+		wj, _ := json.Marshal(want.materialized())
+		if got.Event != want.Event || !sameJSON(gj, wj) {
+			t.Fatalf("%s / %s:\nlazy  %s\nplain %s", text, snippet, gj, wj)
+		}
+		gp, gerr := got.Parsed()
+		wp, werr := want.Parsed()
+		if fmt.Sprint(gerr) != fmt.Sprint(werr) || gerr == nil && !sameJSON(gp.PropertiesRaw, wp.PropertiesRaw) {
+			t.Fatalf("%s / %s: stored\nlazy  %s %v\nplain %s %v", text, snippet, gp.PropertiesRaw, gerr, wp.PropertiesRaw, werr)
+		}
+	})
 }
