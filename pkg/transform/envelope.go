@@ -35,6 +35,30 @@ func FromEnvelope(project uint64, ev *event.Event) (Event, error) {
 	return out, nil
 }
 
+// fromEnvelopeText is FromEnvelope with the properties kept as text
+// (Event.text), for the ingester: decoded only as far as a plugin reads
+// them (lazyProps). An envelope with a top-level $unset, which moves into
+// the properties, is decoded (FromEnvelope).
+func fromEnvelopeText(project uint64, ev *event.Event) (Event, error) {
+	_, _, unset := ev.TopLevel()
+	if u := bytes.TrimSpace(unset); len(u) > 0 && string(u) != "null" {
+		return FromEnvelope(project, ev)
+	}
+	out := Event{Event: ev.Event, DistinctID: ev.DistinctID, UUID: ev.UUID.String(), TeamID: project,
+		Timestamp: ev.Timestamp.UTC().Format(time.RFC3339Nano), text: propsText(ev.PropertiesRaw)}
+	if t := bytes.TrimSpace(ev.PropertiesRaw); len(t) == 0 || string(t) == "null" {
+		out.text = propsText("{}")
+	}
+	set, setOnce, _ := ev.TopLevel()
+	if err := decodeObject(set, &out.Set); err != nil {
+		return Event{}, fmt.Errorf("$set: %w", err)
+	}
+	if err := decodeObject(setOnce, &out.SetOnce); err != nil {
+		return Event{}, fmt.Errorf("$set_once: %w", err)
+	}
+	return out, nil
+}
+
 func decodeObject(raw json.RawMessage, into *map[string]any) error {
 	if raw = bytes.TrimSpace(raw); len(raw) == 0 || string(raw) == "null" {
 		return nil
@@ -46,7 +70,28 @@ func decodeObject(raw json.RawMessage, into *map[string]any) error {
 
 // Envelope is the event as an envelope the ingester parses (event.Parse):
 // the plugin shape is a superset of it (team_id is ignored there).
-func (e Event) Envelope() ([]byte, error) { return json.Marshal(e) }
+func (e Event) Envelope() ([]byte, error) { return json.Marshal(e.materialized()) }
+
+// parts are the event as event.FromParts takes it: the properties' text
+// as the plugin left it, or the map written once.
+func (e Event) parts() (event.Parts, error) {
+	p := event.Parts{UUID: e.UUID, Event: e.Event, DistinctID: e.DistinctID, Timestamp: e.Timestamp, Properties: json.RawMessage(e.text)}
+	var err error
+	if e.text == nil || e.Properties != nil {
+		if p.Properties, err = json.Marshal(e.Properties); err != nil {
+			return p, err
+		}
+	}
+	if len(e.Set) > 0 {
+		if p.Set, err = json.Marshal(e.Set); err != nil {
+			return p, err
+		}
+	}
+	if len(e.SetOnce) > 0 {
+		p.SetOnce, err = json.Marshal(e.SetOnce)
+	}
+	return p, err
+}
 
 // Parsed is the event as the ingester folds it. An event a plugin returned
 // that does not parse, or that carries a name or property reserved for
@@ -56,11 +101,11 @@ func (e Event) Parsed() (event.Event, error) {
 	if e.parsed != nil {
 		return *e.parsed, nil
 	}
-	env, err := e.Envelope()
+	parts, err := e.parts()
 	if err != nil {
 		return event.Event{}, fmt.Errorf("%w: %v", ErrShape, err)
 	}
-	pe, err := event.Parse(env)
+	pe, err := event.FromParts(parts)
 	if err != nil {
 		return event.Event{}, fmt.Errorf("%w: %v", ErrShape, err)
 	}

@@ -25,10 +25,23 @@ type Event struct {
 	TeamID     uint64         `json:"team_id"`
 	Set        map[string]any `json:"$set,omitempty"`
 	SetOnce    map[string]any `json:"$set_once,omitempty"`
+	// text, when Properties is nil, is the properties as JSON text: the
+	// ingester's events (fromEnvelopeText), which reach processEvent as
+	// lazyProps and come back as text when the plugin kept the object.
+	text propsText
 	// parsed is the event as the ingester folds it, when a step's check
 	// computed it (Parsed): encoding and parsing it again cost as much as
 	// the check.
 	parsed *event.Event
+}
+
+// materialized is e with its properties as a map (a copy when they were
+// text): what JSON answers and the eager path need.
+func (e Event) materialized() Event {
+	if e.text != nil && e.Properties == nil {
+		e.Properties, e.text = e.text.decoded(), nil
+	}
+	return e
 }
 
 // ErrShape is a processEvent result that is not an event; the event stays
@@ -72,7 +85,7 @@ func checkResult(out Event, hasTeam, hasUUID bool, in Event) (Event, error) {
 	if out.TeamID != in.TeamID || out.UUID != in.UUID {
 		return in, ErrIdentity
 	}
-	if out.Properties == nil {
+	if out.Properties == nil && out.text == nil {
 		out.Properties = map[string]any{}
 	}
 	pe, err := checkEnvelope(out, in)

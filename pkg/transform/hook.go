@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"strconv"
 	"sync"
 	"time"
 
@@ -34,7 +33,7 @@ type Hook struct {
 	// time once): the run's limit times 100.
 	long    time.Duration
 	mu      sync.Mutex
-	steps   map[string][]Step // resolved chains, by project and command seq
+	steps   map[chainKey][]Step // resolved chains, by project and command seq
 	metrics *configMetrics
 	// recorded counts outcome records written, by kind.
 	recorded *prometheus.CounterVec
@@ -57,7 +56,7 @@ func NewHook(ctx context.Context, js jetstream.JetStream, rt *Runtime, replicas 
 	if err != nil {
 		return nil, err
 	}
-	h := &Hook{rt: rt, versions: vs, chains: chains, rec: rec, log: log, long: 100 * rt.limits.Timeout, steps: map[string][]Step{},
+	h := &Hook{rt: rt, versions: vs, chains: chains, rec: rec, log: log, long: 100 * rt.limits.Timeout, steps: map[chainKey][]Step{},
 		metrics: &configMetrics{kv: kv, base: map[uint64]plugin.ConfigMetrics{}},
 		recorded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transformation_outcomes_recorded_total",
 			Help: "Records written to " + StreamOutcomes + " by kind: chain (a chain command folded), failure (a step interrupted by a limit), mark."}, []string{"kind"})}
@@ -192,7 +191,7 @@ func (h *Hook) one(ctx context.Context, x ingest.HookInput, mark uint64, acc *ba
 	if err != nil {
 		return x.Input, false, err // the version store is unreachable: retried
 	}
-	ev, err := FromEnvelope(x.ProjectID, &x.Event)
+	ev, err := fromEnvelopeText(x.ProjectID, &x.Event)
 	if err != nil {
 		h.log.Error("transformation skipped: event not in plugin shape", "seq", x.Seq, "err", err)
 		return x.Input, true, nil
@@ -257,9 +256,12 @@ func (h *Hook) setChain(x ingest.HookInput, recs []outcome) []outcome {
 	return append(recs, outcome{Kind: recordChain, Project: x.ProjectID, Seq: x.Seq, Refs: refs})
 }
 
+// chainKey is a chain: its project and its command's seq.
+type chainKey struct{ project, at uint64 }
+
 // resolve reads a chain's versions once per chain command.
 func (h *Hook) resolve(ctx context.Context, project, at uint64, refs []Ref) ([]Step, error) {
-	key := strconv.FormatUint(project, 10) + "/" + strconv.FormatUint(at, 10)
+	key := chainKey{project, at}
 	h.mu.Lock()
 	steps, ok := h.steps[key]
 	h.mu.Unlock()

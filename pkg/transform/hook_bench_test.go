@@ -14,7 +14,13 @@ import (
 // BenchmarkHook is the ingester hook's cost per event: with no chain (the
 // price every event pays), with one trivial step (adds a property), and
 // with a step that drops half the events (G9, docs/performance.md).
-func BenchmarkHook(b *testing.B) {
+func BenchmarkHook(b *testing.B) { benchmarkHook(b, false) }
+
+// BenchmarkHookWide is BenchmarkHook on events shaped as G9's (ten
+// properties, as bench/dataset.go writes them).
+func BenchmarkHookWide(b *testing.B) { benchmarkHook(b, true) }
+
+func benchmarkHook(b *testing.B, wide bool) {
 	ctx := context.Background()
 	n, vs := natsVersions(b)
 	for _, c := range []struct{ name, src string }{
@@ -40,7 +46,13 @@ func BenchmarkHook(b *testing.B) {
 			}
 			const batch = 1000
 			for i := range batch {
-				ev, err := event.Parse([]byte(fmt.Sprintf(`{"uuid":"0190c6c5-0000-7000-8000-%012d","event":"$pageview","distinct_id":"user-%d","timestamp":"2026-11-20T10:00:00Z","properties":{"i":%d,"$current_url":"https://example.com/a/b?c=d","$browser":"Firefox","$os":"Linux","plan":"pro"}}`, i+1, i%50, i)))
+				props := fmt.Sprintf(`{"i":%d,"$current_url":"https://example.com/a/b?c=d","$browser":"Firefox","$os":"Linux","plan":"pro"}`, i)
+				if wide {
+					// bench/dataset.go's commonProps: G9's events.
+					props = fmt.Sprintf(`{"$current_url":"https://app.example.com/pricing/%d?utm_source=newsletter&utm_campaign=c%d","$referrer":"https://www.search.example.org/?q=term%d","$browser":"Firefox","$os":"Linux","$screen_width":%d,"$lib":"web","$lib_version":"1.%d.0","$session_id":"%016x","$pathname":"/pricing","i":%d}`,
+						i*7919%100000, i%50, i*31%10000, 1024+i%1024, i%100, i*2654435761, i)
+				}
+				ev, err := event.Parse([]byte(fmt.Sprintf(`{"uuid":"0190c6c5-0000-7000-8000-%012d","event":"$pageview","distinct_id":"user-%d","timestamp":"2026-11-20T10:00:00Z","properties":%s}`, i+1, i%50, props)))
 				if err != nil {
 					b.Fatal(err)
 				}

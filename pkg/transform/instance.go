@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/dop251/goja"
@@ -229,8 +230,18 @@ func (in *instance) seed(uuid string) {
 }
 
 // call calls processEvent(event, meta) with the time limit timeout (0:
-// Limits.Timeout). A nil event with a nil error is a drop.
+// Limits.Timeout). A nil event with a nil error is a drop. A call whose
+// plugin did to the lazy properties what only a plain object allows is
+// made again with plain properties (lazyProps).
 func (in *instance) call(ev Event, timeout time.Duration) (*Event, error) {
+	out, err := in.callOnce(ev, timeout)
+	if err != nil && ev.text != nil && ev.Properties == nil && strings.Contains(err.Error(), "ynamic object") {
+		return in.callOnce(ev.materialized(), timeout)
+	}
+	return out, err
+}
+
+func (in *instance) callOnce(ev Event, timeout time.Duration) (*Event, error) {
 	lim := in.limits
 	if timeout > 0 {
 		lim.Timeout = timeout
@@ -284,7 +295,7 @@ func (in *instance) argument(ev Event) (goja.Value, error) {
 	if o, ok := jsEvent(in.vm, ev); ok {
 		return o, nil
 	}
-	text, err := json.Marshal(ev)
+	text, err := json.Marshal(ev.materialized())
 	if err != nil {
 		return nil, err
 	}
@@ -299,6 +310,9 @@ func (in *instance) result(ev Event) (Event, error) {
 	defer func() { in.readOut, rd.stack, rd.keys = nil, rd.stack[:0], rd.keys[:0] }()
 	if rd.over {
 		return ev, fmt.Errorf("%w: result over the %d byte limit", ErrShape, in.limits.MaxEventBytes)
+	}
+	if e, ok := in.readOut.(*Event); ok {
+		return checkResult(*e, true, true, ev) // jsReader.event
 	}
 	m, ok := in.readOut.(map[string]any)
 	if !in.readOK || !ok {

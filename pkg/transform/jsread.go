@@ -38,7 +38,10 @@ type jsReader struct {
 // errTooBig stops a walk past the size limit.
 type errTooBig struct{}
 
-var proxyType = reflect.TypeOf(goja.Proxy{})
+var (
+	proxyType = reflect.TypeOf(goja.Proxy{})
+	lazyType  = reflect.TypeOf((*lazyProps)(nil))
+)
 
 func newReader(vm *goja.Runtime) (*jsReader, error) {
 	isArray, ok := goja.AssertFunction(vm.Get("Array").ToObject(vm).Get("isArray"))
@@ -130,6 +133,20 @@ func (r *jsReader) prop(key string, value goja.Value) (any, bool) {
 	}
 	r.stack = append(r.stack, o)
 	defer func() { r.stack = r.stack[:len(r.stack)-1] }()
+	if o.ExportType() == lazyType {
+		lp, _ := o.Export().(*lazyProps)
+		switch {
+		case lp.ev == nil:
+			text, err := lp.text(r.prop)
+			if err != nil {
+				panic(r.vm.NewTypeError(err.Error()))
+			}
+			r.grow(len(text))
+			return text, true
+		case lp.untouched():
+			return r.event(lp), true
+		}
+	}
 	if r.array(o) {
 		return r.arrayItems(o), true
 	}
@@ -196,6 +213,65 @@ func (r *jsReader) arrayItems(o *goja.Object) []any {
 	return out
 }
 
+// event is object on an event the plugin left as it came but for its
+// properties: its fields are read from the Event, not through goja. The
+// result itself with properties the reader gave as text is that Event
+// with the text (a *Event, which result takes as eventFromJSON's).
+func (r *jsReader) event(lp *lazyProps) any {
+	top := len(r.stack) == 1
+	var props any
+	propsOK := false
+	if i := lp.find("properties"); i >= 0 {
+		props, propsOK = r.prop("properties", lp.entries[i].val)
+	}
+	if t, ok := props.(propsText); ok && propsOK && top && lp.ev.TeamID <= 1<<53 {
+		// Above 2^53 the team id read as a JavaScript number is not the
+		// project's: eventFromJSON refuses it, and so must this.
+		out := *lp.ev
+		out.Properties, out.text, out.parsed = nil, t, nil
+		r.grow(len(t) + 40 + quotedLen(out.Event) + quotedLen(out.DistinctID) + quotedLen(out.Timestamp) + quotedLen(out.UUID) + 20)
+		return &out
+	}
+	out := make(map[string]any, len(lp.entries))
+	r.grow(2)
+	for _, e := range lp.entries {
+		var v any
+		switch x := e.gov.(type) {
+		case string:
+			v = x
+			r.grow(quotedLen(x))
+		case json.Number:
+			f, _ := strconv.ParseFloat(string(x), 64)
+			v = f
+			r.grow(len(x))
+		case map[string]any:
+			// $set or $set_once never read: what the reader would give of
+			// the object jsValue builds of it.
+			var ok bool
+			if v, ok = r.prop(e.key, lp.Get(e.key)); !ok {
+				continue
+			}
+		default:
+			if e.key == "properties" {
+				if v = props; !propsOK {
+					continue
+				}
+			} else {
+				var ok bool
+				if v, ok = r.prop(e.key, e.val); !ok {
+					continue
+				}
+			}
+		}
+		r.grow(quotedLen(e.key) + 2)
+		out[e.key] = v
+		if top {
+			r.keys = append(r.keys, e.key)
+		}
+	}
+	return out
+}
+
 func (r *jsReader) object(o *goja.Object) map[string]any {
 	top := len(r.stack) == 1
 	keys := o.Keys()
@@ -237,6 +313,17 @@ var eventFields = [...]string{"event", "distinct_id", "properties", "timestamp",
 // decodeResult's raw map tells).
 func eventFromJSON(m map[string]any, keys []string) (out Event, hasTeam, hasUUID bool, err error) {
 	dst := [len(eventFields)]any{&out.Event, &out.DistinctID, &out.Properties, &out.Timestamp, &out.UUID, &out.TeamID, &out.Set, &out.SetOnce}
+	// The lazy properties kept as one key "properties" stay text;
+	// anywhere else (merged with another key matching it, under $set),
+	// they are the map they stand for.
+	named := 0
+	for _, k := range keys {
+		if strings.EqualFold(k, "properties") {
+			named++
+		}
+	}
+	text, lazy := m["properties"].(propsText)
+	lazy = lazy && named == 1
 	for _, k := range keys {
 		hasTeam = hasTeam || k == "team_id"
 		hasUUID = hasUUID || k == "uuid"
@@ -247,6 +334,10 @@ func eventFromJSON(m map[string]any, keys []string) (out Event, hasTeam, hasUUID
 			}
 		}
 		if f < 0 {
+			continue
+		}
+		if f == 2 && lazy {
+			out.text = text
 			continue
 		}
 		if e := setField(dst[f], m[k]); e != nil && err == nil {
@@ -260,6 +351,9 @@ func eventFromJSON(m map[string]any, keys []string) (out Event, hasTeam, hasUUID
 // or a number as it was and makes a map nil; an object fills a map
 // already there. The error is the JSON kind that does not fit.
 func setField(dst, v any) error {
+	if t, ok := v.(propsText); ok {
+		v = t.decoded()
+	}
 	if v == nil {
 		if p, ok := dst.(*map[string]any); ok {
 			*p = nil

@@ -17,7 +17,9 @@ import (
 // round trip gave, which stays the reference the tests compare against
 // (jsvalue_test.go).
 
-// jsEvent is JSON.parse(json.Marshal(ev)) built directly: plain objects
+// jsEvent is JSON.parse(json.Marshal(ev)) built directly (an event with
+// its properties as text becomes a lazy event, which stands for that
+// object: newLazyEvent): plain objects
 // and arrays in the order json.Marshal writes (struct fields in order,
 // map keys sorted), every key an own data property (CreateDataProperty,
 // as JSON.parse: a "__proto__" key is a property, not the prototype, and
@@ -26,6 +28,9 @@ import (
 // string that is not UTF-8, a number that is not finite, a Go type the
 // decoders never produce): the caller takes the text path.
 func jsEvent(vm *goja.Runtime, ev Event) (*goja.Object, bool) {
+	if ev.text != nil && ev.Properties == nil {
+		return newLazyEvent(vm, &ev)
+	}
 	o := vm.NewObject()
 	put := func(k string, v any) bool {
 		jv, ok := jsValue(vm, v)

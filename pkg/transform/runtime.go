@@ -166,7 +166,7 @@ func New(limits Limits, log *slog.Logger, reg prometheus.Registerer) *Runtime {
 // Run runs the chain on ev: steps in ascending order (then config id),
 // each on the previous output, counted per config. A drop stops the chain.
 func (r *Runtime) Run(ctx context.Context, chain []Step, ev Event) Result {
-	return r.run(ctx, chain, ev, nil, r.live)
+	return r.run(ctx, chain, ev, nil, r.live).materialized()
 }
 
 // RunPlanned is Run with a Plan per step (by config id; nil: the defaults).
@@ -187,7 +187,24 @@ func (r *Runtime) DryRun(ctx context.Context, chain []Step, ev Event) (Result, e
 		return Result{}, ErrBusy
 	}
 	defer func() { <-r.dryRuns }()
-	return r.run(ctx, chain, ev, nil, r.fresh), nil
+	return r.run(ctx, chain, ev, nil, r.fresh).materialized(), nil
+}
+
+// materialized is res with every event's properties a map (JSON answers,
+// callers outside the ingester).
+func (res Result) materialized() Result {
+	m := func(e *Event) *Event {
+		if e == nil || e.text == nil {
+			return e
+		}
+		x := e.materialized()
+		return &x
+	}
+	res.Event = m(res.Event)
+	for i := range res.Steps {
+		res.Steps[i].Event = m(res.Steps[i].Event)
+	}
+	return res
 }
 
 // Forget drops a config's live instance and counts (a deleted config):
