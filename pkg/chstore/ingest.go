@@ -234,10 +234,13 @@ func (s *Store) writeEvents(ctx context.Context, events []EventRow) error {
 		times                   = make([]time.Time, n)
 		millis                  = make([]uint16, n)
 	)
+	size := 0
 	for i, e := range events {
 		projects[i], ids[i], names[i], distinct[i], persons[i], personUUIDs[i] = e.ProjectID, e.UUID, e.Event, e.DistinctID, e.PersonID, e.PersonUUID
 		times[i], millis[i], props[i], seqs[i] = e.Timestamp, uint16(e.Timestamp.Nanosecond()/1e6), e.Properties, e.Seq
+		size += len(e.Properties)
 	}
+	reserveStrings(batch, 8, n, size) // properties
 	// In the statement's column order.
 	for i, col := range []any{projects, ids, names, distinct, persons, personUUIDs, times, millis, props, seqs} {
 		if err := batch.Column(i).Append(col); err != nil {
@@ -267,6 +270,7 @@ func (s *Store) writePersons(ctx context.Context, persons []fold.PersonRow) erro
 		identified, deleted     = make([]uint8, n), make([]uint8, n)
 	)
 	var buf []byte
+	size := 0
 	for i, p := range persons {
 		if props[i], keys[i], values[i], buf, err = encodeProps(buf, p); err != nil {
 			batch.Abort()
@@ -278,7 +282,9 @@ func (s *Store) writePersons(ctx context.Context, persons []fold.PersonRow) erro
 		}
 		projects[i], ids[i], uuids[i], created[i], versions[i] = p.ProjectID, p.ID, p.UUID, p.CreatedAt, p.Version
 		identified[i], deleted[i] = boolByte(p.IsIdentified), boolByte(p.IsDeleted)
+		size += len(props[i])
 	}
+	reserveStrings(batch, 3, n, size) // properties
 	// In the statement's column order.
 	for i, col := range []any{projects, ids, uuids, props, keys, values, dids, created, identified, deleted, versions} {
 		if err := batch.Column(i).Append(col); err != nil {

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -102,6 +103,21 @@ func TestParseAllocs(t *testing.T) {
 	})
 	if allocs > 7 {
 		t.Errorf("Parse allocates %.0f times per captured event, want at most 7", allocs)
+	}
+}
+
+// TestStoredPropertiesShares: a captured event's stored properties are
+// its PropertiesRaw, handed out without a copy (the ingester did one per
+// event for nothing: the insert copies them again).
+func TestStoredPropertiesShares(t *testing.T) {
+	ev, err := Parse([]byte(common[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	allocs := testing.AllocsPerRun(100, func() { got = ev.StoredProperties() })
+	if allocs != 0 || got != string(bytes.TrimSpace(ev.PropertiesRaw)) {
+		t.Errorf("StoredProperties: %.0f allocations, %q", allocs, got)
 	}
 }
 

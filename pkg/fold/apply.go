@@ -59,7 +59,7 @@ func (f *Folder) apply(ctx context.Context, in Input) (Resolved, error) {
 	if other != "" && other != ev.DistinctID && !person.IllegalDistinctID(other) && !person.IllegalDistinctID(ev.DistinctID) {
 		return f.merge(ctx, in, other, dangerous)
 	}
-	p, err := f.personOf(ctx, in.ProjectID, ev.DistinctID)
+	p, err := f.eventPerson(ctx, &in)
 	if err != nil {
 		return Resolved{}, err
 	}
@@ -79,7 +79,7 @@ func (f *Folder) apply(ctx context.Context, in Input) (Resolved, error) {
 // distinct id `other` is merged into the event's distinct id.
 func (f *Folder) merge(ctx context.Context, in Input, other string, dangerous bool) (Resolved, error) {
 	ev := &in.Event
-	target, err := f.personOf(ctx, in.ProjectID, ev.DistinctID)
+	target, err := f.eventPerson(ctx, &in)
 	if err != nil {
 		return Resolved{}, err
 	}
@@ -175,6 +175,15 @@ func (f *Folder) refuse(in Input, other string, source *personState) {
 	})
 }
 
+// eventPerson is personOf for the event's own distinct id, whose state
+// Prepare found (Input.did) unless the cache lost entries since.
+func (f *Folder) eventPerson(ctx context.Context, in *Input) (*personState, error) {
+	if in.did == nil || in.epoch != f.epoch {
+		return f.personOf(ctx, in.ProjectID, in.Event.DistinctID)
+	}
+	return f.personOfDID(ctx, in.ProjectID, in.did)
+}
+
 // personOf returns the live person owning distinctID, or nil.
 func (f *Folder) personOf(ctx context.Context, project uint64, distinctID string) (*personState, error) {
 	k := didKey{project, distinctID}
@@ -185,16 +194,21 @@ func (f *Folder) personOf(ctx context.Context, project uint64, distinctID string
 		}
 		d = f.dids[k]
 	}
+	return f.personOfDID(ctx, project, d)
+}
+
+// personOfDID returns the live person owning the distinct id of state d,
+// or nil.
+func (f *Folder) personOfDID(ctx context.Context, project uint64, d *didState) (*personState, error) {
 	if d.row.IsDeleted {
 		return nil, nil
 	}
-	pk := personKey{project, d.row.PersonID}
-	p, ok := f.persons[pk]
-	if !ok {
+	p := f.ownerOf(project, d)
+	if p == nil {
 		if err := f.loadPersons(ctx, project, []uint64{d.row.PersonID}); err != nil {
 			return nil, err
 		}
-		if p, ok = f.persons[pk]; !ok {
+		if p = f.ownerOf(project, d); p == nil {
 			// A distinct id row whose person row was never written
 			// cannot come from this fold; treat the id as new.
 			return nil, nil
@@ -217,11 +231,15 @@ func (f *Folder) create(ctx context.Context, in Input, distinctID string) (*pers
 			return nil, err
 		}
 	}
-	if p, ok := f.persons[k]; ok && p.row.Version >= in.Seq {
+	old, ok := f.persons[k]
+	if ok && old.row.Version >= in.Seq {
 		// Created by this very event before a crash: keep what is
 		// stored, it already reflects the event.
-		f.assign(in, distinctID, p)
-		return p, nil
+		f.assign(in, distinctID, old)
+		return old, nil
+	}
+	if ok {
+		old.gone = true // replaced below
 	}
 	p := &personState{
 		used: f.gen,
@@ -268,14 +286,14 @@ func (f *Folder) assign(in Input, distinctID string, p *personState) {
 	}
 	if d != nil && !d.row.IsDeleted {
 		// A person deleted by a merge keeps its list as a record.
-		if old, ok := f.persons[personKey{in.ProjectID, d.row.PersonID}]; ok && !old.row.IsDeleted && (in.Seq > old.row.Version || old.dirtyAt(in.Seq)) {
+		if old := f.ownerOf(in.ProjectID, d); old != nil && !old.row.IsDeleted && (in.Seq > old.row.Version || old.dirtyAt(in.Seq)) {
 			old.row.DistinctIDs = removeString(old.row.DistinctIDs, distinctID)
 			f.touch(old, in.Seq)
 		}
 	}
 	next := &didState{row: DistinctIDRow{
 		ProjectID: in.ProjectID, DistinctID: distinctID, PersonID: p.row.ID, Version: in.Seq, FirstSeq: in.Seq,
-	}, dirty: true}
+	}, dirty: true, owner: p}
 	if d != nil && d.row.Version > 0 {
 		next.row.FirstSeq = d.row.FirstSeq // the id had an owner before
 	}
@@ -286,7 +304,7 @@ func (f *Folder) assign(in Input, distinctID string, p *personState) {
 	case d.row.Version > 0:
 		next.base = d.row.owner()
 	}
-	f.setDID(k, next)
+	f.setDID(k, d, next)
 }
 
 // own adds distinctID to p's list.

@@ -138,3 +138,50 @@ func BenchmarkCachedPerson(b *testing.B) {
 	b.ReportMetric(stored, "B/person")
 	b.ReportMetric(decoded, "B/person-decoded")
 }
+
+// TestEvictedPersonsLeaveNoPointer: a distinct id kept after its person
+// was evicted must not hold the evicted state (it would keep it in memory,
+// and a reload would make a second state of the same person).
+func TestEvictedPersonsLeaveNoPointer(t *testing.T) {
+	events := randomEvents(5, 600, 200)
+	store := newMemStore()
+	f := New(store)
+	f.MaxCached = 30
+	runInto(t, f, store, events, 1, 40, false)
+	for k, d := range f.dids {
+		if d.owner == nil {
+			continue
+		}
+		if d.owner.gone || f.persons[personKey{k.project, d.owner.row.ID}] != d.owner {
+			t.Fatalf("distinct id %q points at a person state that is not cached", k.id)
+		}
+	}
+}
+
+// TestApplyAfterReset: states Prepare found for the inputs are not used
+// once the cache was dropped; Apply reads the store again, and the result
+// is the same as without the Reset.
+func TestApplyAfterReset(t *testing.T) {
+	ctx := context.Background()
+	events := randomEvents(9, 300, 30)
+	ref := run(t, events, 300)
+	store := newMemStore()
+	f := New(store)
+	var inputs []Input
+	for i, js := range events {
+		inputs = append(inputs, Input{ProjectID: 1, Seq: uint64(i + 1), Event: ev(t, i+1, js)})
+	}
+	if err := f.Prepare(ctx, inputs); err != nil {
+		t.Fatal(err)
+	}
+	f.Reset()
+	for _, in := range inputs {
+		if _, err := f.Apply(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store.write(f.Flush())
+	if got, want := joinLines(store.snapshot(1)), joinLines(ref.snapshot(1)); got != want {
+		t.Fatalf("after Reset:\n%s\nwant\n%s", got, want)
+	}
+}

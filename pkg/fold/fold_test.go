@@ -366,7 +366,7 @@ func TestEvictOldest(t *testing.T) {
 	for i := 1; i <= 10; i++ {
 		m[i] = &personState{used: uint64(i), dirty: i == 2}
 	}
-	evictOldest(m, 4, func(p *personState) (uint64, bool) { return p.used, !p.dirty })
+	evictOldest(m, 4, func(p *personState) (uint64, bool) { return p.used, !p.dirty }, func(*personState) {})
 	var left []int
 	for i := 1; i <= 10; i++ {
 		if _, ok := m[i]; ok {

@@ -24,6 +24,11 @@ type Input struct {
 	// (JetStream delivered it more than once). Only then can the store
 	// hold rows written by this very event, which the fold must look for.
 	Redelivered bool
+	// did is the state of the event's distinct id, found by Prepare so
+	// that Apply need not search the cache again; valid while epoch is
+	// the Folder's (ownDID).
+	did   *didState
+	epoch uint64
 }
 
 // Resolved is the person an event was attributed to (zero when none).
@@ -43,7 +48,7 @@ type Folder struct {
 	// changed lists the entries made dirty since the last Flush, so a
 	// Flush costs the batch's changes, not the size of the cache.
 	changedPersons []*personState
-	changedDIDs    []didKey
+	changedDIDs    []*didState
 	// decoded lists the persons whose properties were decoded since the
 	// last Flush (props.go), whose maps Flush drops.
 	decoded   []*personState
@@ -54,6 +59,9 @@ type Folder struct {
 	// gen counts batches (Prepare calls); entries remember the last one
 	// that used them, and eviction drops the least recently used.
 	gen uint64
+	// epoch changes whenever entries leave the cache (Reset, eviction):
+	// an Input's did pointer from an older epoch is not used.
+	epoch uint64
 	// warnings, activity and deletion requests since the last Flush.
 	warnings  []Warning
 	activity  []activity.Entry
@@ -85,6 +93,7 @@ func New(loader Loader) *Folder {
 // Reset drops all cached state, for example after a failed flush, so the
 // next events are folded from what the store holds.
 func (f *Folder) Reset() {
+	f.epoch++
 	f.persons = map[personKey]*personState{}
 	f.dids = map[didKey]*didState{}
 	f.absent = map[personKey]bool{}
@@ -102,12 +111,20 @@ func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
 	f.gen++
 	f.settle()
 	// Every distinct id the batch names, and persons a redelivery may
-	// already have written under the event's own sequence.
-	// touched holds each distinct id's state once found, so the cache
-	// (hundreds of thousands of entries, a cache miss per lookup) is
-	// searched once per id, not twice.
-	touched := make(map[didKey]*didState, len(inputs))
+	// already have written under the event's own sequence. Each input
+	// keeps the state of its distinct id once found (Input.did), so the
+	// cache (hundreds of thousands of entries, a cache miss per lookup)
+	// is searched once per event, by Prepare, not again by Apply; and a
+	// distinct id keeps a pointer to its person (didState.owner).
 	owners := map[uint64][]uint64{}
+	missing := map[uint64][]string{}
+	var named []didKey // merge sources and split ids
+	name := func(k didKey) {
+		if _, ok := f.dids[k]; !ok {
+			missing[k.project] = append(missing[k.project], k.id)
+		}
+		named = append(named, k)
+	}
 	for i := range inputs {
 		in := &inputs[i] // an Input is large: not copied per event
 		if in.Redelivered {
@@ -118,22 +135,17 @@ func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
 				owners[in.ProjectID] = append(owners[in.ProjectID], id)
 			}
 		}
-		touched[didKey{in.ProjectID, in.Event.DistinctID}] = nil
+		in.did, in.epoch = f.dids[didKey{in.ProjectID, in.Event.DistinctID}], f.epoch
+		if in.did == nil {
+			missing[in.ProjectID] = append(missing[in.ProjectID], in.Event.DistinctID)
+		}
 		for _, d := range splitIDs(&in.Event) {
 			if d != "" {
-				touched[didKey{in.ProjectID, d}] = nil
+				name(didKey{in.ProjectID, d})
 			}
 		}
 		if other, _ := mergeSource(&in.Event); other != "" {
-			touched[didKey{in.ProjectID, other}] = nil
-		}
-	}
-	missing := map[uint64][]string{}
-	for k := range touched {
-		if d, ok := f.dids[k]; ok {
-			touched[k] = d
-		} else {
-			missing[k.project] = append(missing[k.project], k.id)
+			name(didKey{in.ProjectID, other})
 		}
 	}
 	// Cohort commands read only the distinct ids' rows, not their persons.
@@ -150,18 +162,15 @@ func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
 			return err
 		}
 	}
-	for k, d := range touched {
-		if d == nil {
-			d = f.dids[k]
+	for i := range inputs {
+		in := &inputs[i]
+		if in.did == nil {
+			in.did = f.dids[didKey{in.ProjectID, in.Event.DistinctID}]
 		}
-		d.used = f.gen
-		if !d.row.IsDeleted {
-			if p, ok := f.persons[personKey{k.project, d.row.PersonID}]; ok {
-				p.used = f.gen
-			} else {
-				owners[k.project] = append(owners[k.project], d.row.PersonID)
-			}
-		}
+		f.prepareDID(in.ProjectID, in.did, owners)
+	}
+	for _, k := range named {
+		f.prepareDID(k.project, f.dids[k], owners)
 	}
 	for project, list := range owners {
 		if err := f.loadPersons(ctx, project, list); err != nil {
@@ -169,6 +178,30 @@ func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
 		}
 	}
 	return f.prepareOwnedIDs(ctx, inputs)
+}
+
+// prepareDID marks d (of project) and its person used by this batch, or
+// adds the person to owners, to be loaded.
+func (f *Folder) prepareDID(project uint64, d *didState, owners map[uint64][]uint64) {
+	d.used = f.gen
+	if d.row.IsDeleted {
+		return
+	}
+	if p := f.ownerOf(project, d); p != nil {
+		p.used = f.gen
+	} else {
+		owners[project] = append(owners[project], d.row.PersonID)
+	}
+}
+
+// ownerOf returns the cached state of d's person (of project), or nil
+// when it is not cached.
+func (f *Folder) ownerOf(project uint64, d *didState) *personState {
+	if o := d.owner; o != nil && !o.gone && o.row.ID == d.row.PersonID {
+		return o
+	}
+	d.owner = f.persons[personKey{project, d.row.PersonID}]
+	return d.owner
 }
 
 // prepareOwnedIDs loads, in one query per project, the distinct ids of
@@ -302,12 +335,12 @@ func (f *Folder) Flush() Batch {
 			p.dirty = false
 		}
 	}
-	for _, k := range f.changedDIDs {
-		if d := f.dids[k]; d != nil && d.dirty {
+	for _, d := range f.changedDIDs {
+		if d.dirty {
 			row := d.row
 			row.Prev = d.base
 			b.DistinctIDs = append(b.DistinctIDs, row)
-			f.noteFlushed(k, row)
+			f.noteFlushed(didKey{row.ProjectID, row.DistinctID}, row)
 			d.dirty = false
 		}
 	}
@@ -329,13 +362,20 @@ func (f *Folder) Flush() Batch {
 	return b
 }
 
-// setDID stores a changed distinct id state.
-func (f *Folder) setDID(k didKey, d *didState) {
-	d.used = f.gen
-	if old := f.dids[k]; old == nil || !old.dirty {
-		f.changedDIDs = append(f.changedDIDs, k)
+// setDID stores next, a changed state of distinct id k, whose state in
+// the cache is old (nil: none). An existing state is changed in place, so
+// pointers to it (Input.did, changedDIDs) stay current.
+func (f *Folder) setDID(k didKey, old, next *didState) {
+	next.used = f.gen
+	if old == nil {
+		f.dids[k] = next
+		f.changedDIDs = append(f.changedDIDs, next)
+		return
 	}
-	f.dids[k] = d
+	if !old.dirty {
+		f.changedDIDs = append(f.changedDIDs, old)
+	}
+	*old = *next
 }
 
 // evict keeps memory bounded: when persons or distinct ids exceed
@@ -345,13 +385,20 @@ func (f *Folder) evict() {
 	if f.MaxCached <= 0 || len(f.persons) <= f.MaxCached && len(f.dids) <= f.MaxCached {
 		return
 	}
-	evictOldest(f.persons, f.MaxCached/2, func(p *personState) (uint64, bool) { return p.used, !p.dirty })
-	evictOldest(f.dids, f.MaxCached/2, func(d *didState) (uint64, bool) { return d.used, !d.dirty })
+	f.epoch++
+	evictOldest(f.persons, f.MaxCached/2, func(p *personState) (uint64, bool) { return p.used, !p.dirty }, func(p *personState) { p.gone = true })
+	evictOldest(f.dids, f.MaxCached/2, func(d *didState) (uint64, bool) { return d.used, !d.dirty }, func(*didState) {})
+	// A kept distinct id must not keep an evicted person in memory.
+	for _, d := range f.dids {
+		if d.owner != nil && d.owner.gone {
+			d.owner = nil
+		}
+	}
 }
 
 // evictOldest deletes clean entries of m, oldest use first, until keep
 // remain (or only dirty ones are left).
-func evictOldest[K comparable, V any](m map[K]V, keep int, age func(V) (used uint64, clean bool)) {
+func evictOldest[K comparable, V any](m map[K]V, keep int, age func(V) (used uint64, clean bool), drop func(V)) {
 	excess := len(m) - keep
 	if excess <= 0 {
 		return
@@ -373,6 +420,7 @@ func evictOldest[K comparable, V any](m map[K]V, keep int, age func(V) (used uin
 				return
 			}
 			if used, clean := age(v); clean && (used < cutoff || !older && used == cutoff) {
+				drop(v)
 				delete(m, k)
 				excess--
 			}

@@ -125,6 +125,9 @@ type personState struct {
 	// moves it hands out the old key (Batch.Rekeyed).
 	stored time.Time
 	used   uint64 // the batch (Folder.gen) that last used it, for eviction
+	// gone: no longer the cached state of its person (evicted, dropped
+	// by Reset or replaced), so a didState's owner pointer to it is stale.
+	gone bool
 }
 
 type didState struct {
@@ -134,6 +137,11 @@ type didState struct {
 	base  Owner
 	dirty bool
 	used  uint64
+	// owner caches the cached state of row.PersonID, so folding an event
+	// costs no map lookup for its person (a cache miss over hundreds of
+	// thousands of entries). Valid only while owner is not gone and its
+	// id is row.PersonID (Folder.ownerOf); eviction clears it.
+	owner *personState
 }
 
 // Warning is an ingestion warning: something in an event that was skipped

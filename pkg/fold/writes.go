@@ -178,7 +178,7 @@ func (f *Folder) tombstone(in Input, distinctID string, owner uint64) {
 			next.base = d.row.owner()
 		}
 	}
-	f.setDID(k, next)
+	f.setDID(k, d, next)
 }
 
 // splitPerson folds $split_person: each distinct id in $split_distinct_ids
@@ -260,8 +260,12 @@ func (f *Folder) createSplit(ctx context.Context, in Input, distinctID string, i
 			return nil, err
 		}
 	}
-	if p, ok := f.persons[k]; ok && p.row.Version >= in.Seq {
-		return p, nil
+	old, ok := f.persons[k]
+	if ok && old.row.Version >= in.Seq {
+		return old, nil
+	}
+	if ok {
+		old.gone = true // replaced below
 	}
 	p := &personState{used: f.gen, row: PersonRow{
 		ProjectID: in.ProjectID, ID: id, UUID: person.UUIDForReuse(in.ProjectID, distinctID, in.Seq),

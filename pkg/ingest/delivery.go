@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -202,4 +203,50 @@ func (i *Ingester) collect(ctx context.Context, iter jetstream.MessagesContext, 
 		batch = append(batch, p)
 	}
 	return batch, nil
+}
+
+// ackInfo is what decode reads of a message's JetStream metadata.
+type ackInfo struct {
+	stream, consumer, delivered, pending uint64
+}
+
+// ackMeta reads ackInfo from a JetStream reply subject as the client's
+// Msg.Metadata does (its parser: `$JS.ACK.<stream>.<consumer>.<delivered>.
+// <stream seq>.<consumer seq>.<time>.<pending>`, 9 tokens, or 11 and more
+// with a domain and an account hash after `$JS.ACK.`), without
+// allocating: Metadata allocated its result and was a twentieth of the
+// ingester's pull (G1, docs/performance.md). ok is false for anything
+// else; the caller then asks Metadata, for its error. FuzzAckMeta holds
+// the two to the same numbers.
+func ackMeta(reply string) (m ackInfo, ok bool) {
+	const prefix = "$JS.ACK."
+	if !strings.HasPrefix(reply, prefix) {
+		return m, false
+	}
+	rest := reply[len(prefix):]
+	switch n := strings.Count(reply, ".") + 1; {
+	case n == 9:
+	case n >= 11:
+		_, rest, _ = strings.Cut(rest, ".") // domain
+		_, rest, _ = strings.Cut(rest, ".") // account hash
+	default:
+		return m, false
+	}
+	var tok [7]string // stream, consumer, delivered, stream seq, consumer seq, time, pending
+	for i := range tok {
+		tok[i], rest, _ = strings.Cut(rest, ".")
+	}
+	return ackInfo{stream: ackNum(tok[3]), consumer: ackNum(tok[4]), delivered: ackNum(tok[2]), pending: ackNum(tok[6])}, true
+}
+
+// ackNum is the client's number parser: decimal digits, 0 for anything
+// else.
+func ackNum(d string) (n uint64) {
+	for i := 0; i < len(d); i++ {
+		if d[i] < '0' || d[i] > '9' {
+			return 0
+		}
+		n = n*10 + uint64(d[i]-'0')
+	}
+	return n
 }

@@ -437,15 +437,19 @@ func backoff(attempt int) time.Duration {
 func (i *Ingester) decode(msg jetstream.Msg) *pending {
 	p := i.newPending()
 	p.msg = msg
-	meta, err := msg.Metadata()
-	if err != nil {
-		p.dead = "no JetStream metadata: " + err.Error()
-		return p
+	meta, ok := ackMeta(msg.Reply())
+	if !ok {
+		m, err := msg.Metadata()
+		if err != nil {
+			p.dead = "no JetStream metadata: " + err.Error()
+			return p
+		}
+		meta = ackInfo{stream: m.Sequence.Stream, consumer: m.Sequence.Consumer, delivered: m.NumDelivered, pending: m.NumPending}
 	}
-	p.seq, p.delivery = meta.Sequence.Stream, meta.Sequence.Consumer
-	p.last = meta.NumPending == 0
+	p.seq, p.delivery = meta.stream, meta.consumer
+	p.last = meta.pending == 0
 	i.behind = !p.last
-	i.metrics.lag.Set(float64(meta.NumPending))
+	i.metrics.lag.Set(float64(meta.pending))
 	if p.seq <= i.folder.Committed {
 		p.skip = true
 		return p
@@ -463,7 +467,7 @@ func (i *Ingester) decode(msg jetstream.Msg) *pending {
 	}
 	p.command = command || p.seq <= i.cfg.LegacyCommandsUntil
 	// The body is parsed later, for the whole batch at once (parseAll).
-	p.in = fold.Input{ProjectID: project, Seq: p.seq, Redelivered: meta.NumDelivered > 1}
+	p.in = fold.Input{ProjectID: project, Seq: p.seq, Redelivered: meta.delivered > 1}
 	p.unparsed = true
 	return p
 }
