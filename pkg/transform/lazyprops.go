@@ -27,7 +27,9 @@ import (
 // order, the same values, the same prototype. What a dynamic object
 // cannot be (frozen, sealed, an accessor or non-writable property, a
 // symbol key) throws a TypeError naming a dynamic object, and the call is
-// made again on plain objects (instance.call).
+// made again on plain objects (instance.call). A plugin that catches that
+// TypeError itself is not run again, and goes on with what the plain
+// object would have refused (docs/plugins.md).
 type lazyProps struct {
 	vm      *goja.Runtime
 	entries []propEntry
