@@ -168,6 +168,7 @@ func (s *Store) writeRows(ctx context.Context, events []EventRow, b fold.Batch, 
 		// table gives, so it may run ahead of them, never behind.
 		func() error { return wrap("write person order", s.WritePersonOrder(ctx, b)) },
 		func() error { return wrap("write person emails", s.writePersonEmails(ctx, b.Persons)) },
+		func() error { return wrap("write person email grams", s.writePersonEmailGrams(ctx, b.Persons)) },
 	)
 	if err != nil {
 		return err
