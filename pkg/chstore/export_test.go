@@ -21,3 +21,15 @@ func (s *Store) ReserveEventProperties(ctx context.Context, rows, size int) (boo
 	defer batch.Abort()
 	return reserveStrings(batch, 8, rows, size), nil
 }
+
+// EmailGrams is emailGrams (grams.go), for the migration's test.
+var EmailGrams = emailGrams
+
+// SearchCandidates is the statement naming the candidates of q's search=
+// and its arguments: run inside an IN, its reads are not in the progress
+// a client receives (18.16), so a test runs it on its own to count them.
+func (s *Store) SearchCandidates(ctx context.Context, q ListQuery) (string, []any, error) {
+	grams, err := s.searchGrams(ctx, q)
+	sql, args := searchCandidates(q.ProjectID, q.Search, grams)
+	return sql, args, err
+}

@@ -171,6 +171,7 @@ func (s *Store) writeRows(ctx context.Context, events []EventRow, b fold.Batch, 
 		// Before the persons too: values/ finds the buckets of persons
 		// rows above a watermark here, so a row here may come first.
 		func() error { return wrap("write person buckets", s.writePersonBuckets(ctx, b.Persons)) },
+		func() error { return wrap("write person email grams", s.writePersonEmailGrams(ctx, b.Persons)) },
 	)
 	if err != nil {
 		return err

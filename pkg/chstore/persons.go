@@ -66,8 +66,9 @@ func boundCtx(ctx context.Context, extra clickhouse.Settings) context.Context {
 
 const personColumns = "id, uuid, properties, distinct_ids, created_at, is_identified"
 
-// where builds the filter of a list query.
-func (q ListQuery) where() (string, []any) {
+// where builds the filter of a list query; grams are search='s rare
+// grams (Store.searchGrams).
+func (q ListQuery) where(grams []string) (string, []any) {
 	conds := []string{"project_id = ?", "is_deleted = 0"}
 	args := []any{q.ProjectID}
 	if q.DistinctID != "" {
@@ -83,7 +84,7 @@ func (q ListQuery) where() (string, []any) {
 		args = append(args, q.ProjectID, q.Email, q.Email)
 	}
 	if q.Search != "" {
-		cands, cargs := searchCandidates(q.ProjectID, q.Search)
+		cands, cargs := searchCandidates(q.ProjectID, q.Search, grams)
 		or := []string{
 			"positionCaseInsensitiveUTF8(property_values[indexOf(property_keys, 'email')], ?) > 0",
 			"id IN (" + distinctIDOwner + ")",
@@ -125,7 +126,11 @@ func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, u
 	// The other filters name their candidates by key (a distinct id's
 	// owner, person_emails), so their matches are few: one statement
 	// reads them all, narrow, and gives both the count and the page.
-	where, args := q.where()
+	grams, err := s.searchGrams(ctx, q)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list persons: %w", err)
+	}
+	where, args := q.where(grams)
 	rows, err := s.conn.Query(ctx, "SELECT id, toUInt32(created_at) FROM persons FINAL WHERE "+where, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: %w", err)
@@ -156,7 +161,11 @@ func exportCtx(ctx context.Context) context.Context {
 // EachPerson streams every person matching q (no paging), for exports.
 func (s *Store) EachPerson(ctx context.Context, q ListQuery, fn func(PersonRecord) error) error {
 	ctx = exportCtx(ctx)
-	where, args := q.where()
+	grams, err := s.searchGrams(ctx, q)
+	if err != nil {
+		return err
+	}
+	where, args := q.where(grams)
 	sql := "SELECT " + personColumns + " FROM persons FINAL WHERE " + where + " ORDER BY created_at DESC, id DESC"
 	if q.Limit > 0 {
 		sql += " LIMIT ? OFFSET ?"

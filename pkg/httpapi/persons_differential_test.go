@@ -286,7 +286,8 @@ func (w *diffWorld) randomQuery(ref []listRef) listRefQuery {
 		q.Set("email", email)
 		match = func(p listRef) bool { s, ok := text(p, "email"); return ok && s == email }
 	case 3:
-		term := w.pick([]string{"acme", "ACME", "other", "u1", "@", "zoë", "ZOË.U", "Zo", "k", w.pick(ids), ref[w.r.IntN(len(ref))].UUID.String()})
+		term := w.pick([]string{"acme", "ACME", "other", "u1", "@", "zoë", "ZOË.U", "Zo", "k", w.pick(ids), ref[w.r.IntN(len(ref))].UUID.String(),
+			w.substring(), w.substring(), strings.ToUpper(w.substring())})
 		q.Set("search", term)
 		match = func(p listRef) bool {
 			s, _ := text(p, "email")
@@ -307,6 +308,20 @@ func (w *diffWorld) randomQuery(ref []listRef) listRefQuery {
 		q.Set("offset", strconv.Itoa(w.r.IntN(len(ref)+3)))
 	}
 	return listRefQuery{query: q.Encode(), match: match}
+}
+
+// substring is a random part of a random email (or of a distinct id):
+// search= finds an ASCII term of three bytes or more from its rarest
+// trigrams (pkg/chstore/grams.go), so terms spanning the local part and
+// the domain, or naming one person, must be found as the scan finds them.
+func (w *diffWorld) substring() string {
+	s := []rune(w.pick(append(append([]string{"acme"}, w.emails...), w.users...)))
+	i := w.r.IntN(len(s))
+	j := min(len(s), i+3+w.r.IntN(3)) // mostly short: every gram of it is read
+	if w.r.IntN(4) == 0 {
+		j = i + 1 + w.r.IntN(len(s)-i)
+	}
+	return string(s[i:j])
 }
 
 // propertyFilter is a random person-property filter and its meaning.
