@@ -3,7 +3,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"html/template"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/personhub/personhub/pkg/capture"
+	"github.com/personhub/personhub/pkg/testenv"
 )
 
 // TestCaptureBrowserClient loads posthog-js (test/browser, from npm) in
@@ -177,13 +176,13 @@ func findChromium(t *testing.T) string {
 
 // startChromium opens url in headless Chromium until the test ends, and
 // returns its output (for failure messages).
-func startChromium(t *testing.T, chromium, url string) *lockedBuffer {
+func startChromium(t *testing.T, chromium, url string) *testenv.LockedBuffer {
 	t.Helper()
 	profile := t.TempDir()
 	cmd := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
 		"--enable-logging=stderr", "--v=0", "--user-data-dir="+profile, url)
-	out := &lockedBuffer{}
+	out := &testenv.LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Its own process group, so the browser and its helpers stop together.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -197,21 +196,4 @@ func startChromium(t *testing.T, chromium, url string) *lockedBuffer {
 		<-done
 	})
 	return out
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

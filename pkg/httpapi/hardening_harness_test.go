@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +20,7 @@ import (
 	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/plugin/repository"
 	"github.com/personhub/personhub/pkg/progress"
+	"github.com/personhub/personhub/pkg/testenv"
 )
 
 // fullAPI is an API with every route family (person writes, plugins,
@@ -29,7 +29,7 @@ type fullAPI struct {
 	*env
 	api *API
 	srv *httptest.Server
-	log *syncBuffer
+	log *testenv.LockedBuffer
 }
 
 func newFullAPI(t *testing.T, cfg Config, capCfg capture.Config) *fullAPI {
@@ -45,7 +45,7 @@ func newFullAPIServer(t *testing.T, cfg Config, capCfg capture.Config, settings 
 	}
 	e := newEnv(t)
 	ctx := context.Background()
-	logs := &syncBuffer{}
+	logs := &testenv.LockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	reg := prometheus.NewRegistry()
 	api, err := New(cfg, e.store, e.cp, log, reg, e.store.Ping)
@@ -81,24 +81,6 @@ func newFullAPIServer(t *testing.T, cfg Config, capCfg capture.Config, settings 
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return &fullAPI{env: e, api: api, srv: srv, log: logs}
-}
-
-// syncBuffer is a log sink tests read while handlers write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // rawRequests sends requests one after another on one TCP connection

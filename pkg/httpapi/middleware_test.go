@@ -17,12 +17,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/testenv"
 )
 
 // bareAPI is an API without backing services, for the middleware.
-func bareAPI(t *testing.T, cfg Config) (*API, *syncBuffer) {
+func bareAPI(t *testing.T, cfg Config) (*API, *testenv.LockedBuffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testenv.LockedBuffer{}
 	a, err := New(cfg, nil, nil, slog.New(slog.NewTextHandler(logs, nil)), prometheus.NewRegistry(),
 		func(context.Context) error { return nil })
 	if err != nil {

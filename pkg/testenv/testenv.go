@@ -123,7 +123,7 @@ func Reopen(t testing.TB, st *chstore.Store) *chstore.Store {
 // dropped otherwise): a 503 or 500 in a failed run then says its cause.
 func FailureLog(t testing.TB) *slog.Logger {
 	t.Helper()
-	w := &lockedBuffer{}
+	w := &LockedBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("warnings and errors logged:\n%s", w.String())
@@ -132,19 +132,20 @@ func FailureLog(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-// lockedBuffer is a bytes.Buffer safe for concurrent writes.
-type lockedBuffer struct {
+// LockedBuffer is a bytes.Buffer that one goroutine may read while others
+// write (a log sink, a child process's output).
+type LockedBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *LockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) String() string {
+func (b *LockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
