@@ -24,7 +24,7 @@ func BenchmarkDecodeAndValidate(b *testing.B) {
 	b.ReportAllocs()
 	now := time.Now()
 	for b.Loop() {
-		batch, err := Decode(Request{Body: strings.NewReader(body)}, 0)
+		batch, err := Decode(Request{Body: strings.NewReader(body), Length: int64(len(body))}, 0)
 		if err != nil {
 			b.Fatal(err)
 		}

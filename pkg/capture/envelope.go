@@ -73,7 +73,7 @@ func envelopeOf(ev *Raw, i int, projectID uint64, now, sentAt time.Time, default
 			id = u.String()
 		}
 	default:
-		if err := json.Unmarshal(raw, &id); err != nil {
+		if err := unquote(raw, &id); err != nil {
 			return Envelope{}, eventError(Malformed, i, "uuid must be a string")
 		}
 		if _, err := uuid.Parse(id); err != nil {
@@ -135,7 +135,7 @@ func envelopeOf(ev *Raw, i int, projectID uint64, now, sentAt time.Time, default
 func eventTime(ev *Raw, now, sentAt time.Time) (t time.Time, hasTimestamp bool, err error) {
 	if raw := ev.Fields.Timestamp; !isNull(raw) {
 		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		if err := unquote(raw, &s); err != nil {
 			return time.Time{}, false, errors.New("timestamp must be an RFC 3339 string")
 		}
 		if t, err = event.ParseTime(s); err != nil {
@@ -172,7 +172,36 @@ func firstPresent(values ...json.RawMessage) json.RawMessage {
 	return nil
 }
 
+// writeString writes s as json.Marshal would: as it is, quoted, when it
+// holds nothing Marshal escapes (uuids and timestamps never do).
 func writeString(b *bytes.Buffer, s string) {
-	out, _ := json.Marshal(s)
-	b.Write(out)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			out, _ := json.Marshal(s)
+			b.Write(out)
+			return
+		}
+	}
+	b.WriteByte('"')
+	b.WriteString(s)
+	b.WriteByte('"')
+}
+
+// unquote is json.Unmarshal(raw, s) without its validating pass for a
+// string of printable ASCII without escapes, whose bytes are its value.
+func unquote(raw json.RawMessage, s *string) error {
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' {
+		plain := true
+		for _, c := range raw[1 : n-1] {
+			if c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			*s = string(raw[1 : n-1])
+			return nil
+		}
+	}
+	return json.Unmarshal(raw, s)
 }

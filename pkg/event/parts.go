@@ -164,3 +164,27 @@ func Members(raw []byte, member func(key string, value []byte)) bool {
 	})
 	return ok && end == len(raw)
 }
+
+// The scanner's walkers, for other parsers of outside input that must
+// accept exactly what encoding/json accepts (capture's request bodies).
+// Each reads the value starting at b[i] and returns its end; false means
+// the scanner does not read it (invalid JSON, or nesting past its bound)
+// and the caller must ask encoding/json, whose answer counts. depth is
+// the nesting of b[i]: pass the caller's depth plus one into values.
+
+// WalkObject reads the object at b[i] == '{', calling member with each
+// key's token (quotes included), whether the key is plain (printable
+// ASCII without escapes: its bytes are its value) and where its value
+// starts; member reads the value and returns its end.
+func WalkObject(b []byte, i, depth int, member func(key []byte, plain bool, v int) (int, bool)) (int, bool) {
+	return walkObject(b, i, depth, member)
+}
+
+// WalkArray reads the array at b[i] == '[', calling elem with where each
+// element starts; elem reads it and returns its end.
+func WalkArray(b []byte, i, depth int, elem func(v int) (int, bool)) (int, bool) {
+	return walkArray(b, i, depth, elem)
+}
+
+// SkipValue validates the value at b[i] and returns its end.
+func SkipValue(b []byte, i, depth int) (int, bool) { return skipValue(b, i, depth) }

@@ -61,7 +61,7 @@ func (a *API) captureWith(w http.ResponseWriter, r *http.Request, defaultEvent s
 func captureRequest(r *http.Request, defaultEvent string) capture.Request {
 	return capture.Request{
 		Query: r.URL.Query(), ContentType: r.Header.Get("Content-Type"),
-		ContentEncoding: r.Header.Get("Content-Encoding"), Body: r.Body, DefaultEvent: defaultEvent,
+		ContentEncoding: r.Header.Get("Content-Encoding"), Body: r.Body, Length: r.ContentLength, DefaultEvent: defaultEvent,
 	}
 }
 
