@@ -104,7 +104,8 @@ func envelopeOf(ev *Raw, i int, projectID uint64, now, sentAt time.Time, default
 	if b.Len() > MaxEventBytes {
 		return Envelope{}, eventError(TooLarge, i, "is %d bytes, the limit is %d", b.Len(), MaxEventBytes)
 	}
-	parsed, err := event.Parse(b.Bytes())
+	// The envelope is ours and never written again: Parse need not copy it.
+	parsed, err := event.ParseOwned(b.Bytes())
 	if err != nil {
 		var evErr *event.Error
 		if errors.As(err, &evErr) {

@@ -59,7 +59,10 @@ func (p *propScan) decode(raw json.RawMessage) (map[string]any, error) {
 // object, an envelope field repeated, written with escapes or in another
 // case (encoding/json matches names case-insensitively), or of a type
 // wire cannot hold.
-func scanEnvelope(data []byte) (w wire, props *propScan, ok bool) {
+//
+// owned: the caller never writes data again, so the raw values the Event
+// keeps may share it (ParseOwned).
+func scanEnvelope(data []byte, owned bool) (w wire, props *propScan, ok bool) {
 	var spans [len(envelopeFields)][]byte
 	props = &propScan{}
 	i := skipSpace(data, 0)
@@ -128,6 +131,16 @@ func scanEnvelope(data []byte) (w wire, props *propScan, ok bool) {
 		}
 	}
 	w.DistinctID = spans[fieldDistinctID]
+	if owned {
+		share := func(f int) json.RawMessage {
+			if spans[f] == nil {
+				return nil
+			}
+			return spans[f][:len(spans[f]):len(spans[f])]
+		}
+		w.Properties, w.Set, w.SetOnce, w.Unset = share(fieldProperties), share(fieldSet), share(fieldSetOnce), share(fieldUnset)
+		return w, props, true
+	}
 	// The raw values the Event keeps are copied into one buffer: the
 	// caller's message may be reused.
 	n := 0

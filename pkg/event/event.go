@@ -82,11 +82,21 @@ func invalid(format string, args ...any) error {
 // Parse decodes and validates one envelope. The common envelope is read by
 // the one-pass scanner (scan.go, envelope.go); anything else by
 // parseReference. Both give the same Event or the same error.
-func Parse(data []byte) (Event, error) {
+func Parse(data []byte) (Event, error) { return parse(data, false) }
+
+// ParseOwned is Parse for a message the caller never writes again (a
+// JetStream message's own payload, capture's envelope): the Event's raw
+// values (PropertiesRaw, StoredProperties' string) share data instead of a
+// copy of it, which was the largest allocation per event (the properties
+// are most of a message) for messages that stay alive until acknowledged
+// anyway. FuzzParse holds it to Parse.
+func ParseOwned(data []byte) (Event, error) { return parse(data, true) }
+
+func parse(data []byte, owned bool) (Event, error) {
 	if len(data) > MaxSize {
 		return Event{}, invalid("message is %d bytes, limit is %d", len(data), MaxSize)
 	}
-	if w, props, ok := scanEnvelope(data); ok {
+	if w, props, ok := scanEnvelope(data, owned); ok {
 		return build(w, props.decode, decodeFast)
 	}
 	return parseReference(data)

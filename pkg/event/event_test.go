@@ -49,6 +49,11 @@ func FuzzParse(f *testing.F) {
 		// The scanner and the encoding/json reference agree on every input.
 		sameAsReference(t, data)
 		ev, err := Parse(data)
+		// ParseOwned shares what Parse copies, and is otherwise Parse.
+		owned, ownedErr := ParseOwned(bytes.Clone(data))
+		if !reflect.DeepEqual(ev, owned) || !reflect.DeepEqual(err, ownedErr) {
+			t.Fatalf("ParseOwned(%q) = %+v, %v; Parse: %+v, %v", data, owned, ownedErr, ev, err)
+		}
 		if err != nil {
 			if _, ok := err.(*Error); !ok {
 				t.Fatalf("error of type %T", err)
@@ -103,6 +108,15 @@ func TestParseAllocs(t *testing.T) {
 	})
 	if allocs > 7 {
 		t.Errorf("Parse allocates %.0f times per captured event, want at most 7", allocs)
+	}
+	// ParseOwned does not copy the raw values: one allocation fewer.
+	allocs = testing.AllocsPerRun(200, func() {
+		if _, err := ParseOwned(data); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 6 {
+		t.Errorf("ParseOwned allocates %.0f times per captured event, want at most 6", allocs)
 	}
 }
 

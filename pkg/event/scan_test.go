@@ -79,7 +79,7 @@ func TestParseSameAsReference(t *testing.T) {
 	// The common shapes must take the scanner's path: else this test
 	// would compare the reference with itself.
 	for _, in := range common {
-		if _, _, ok := scanEnvelope([]byte(in)); !ok {
+		if _, _, ok := scanEnvelope([]byte(in), false); !ok {
 			t.Errorf("scanner deferred a common envelope: %s", in)
 		}
 	}

@@ -497,7 +497,9 @@ func parseAll(batch []*pending) {
 					continue
 				}
 				p.unparsed = false
-				ev, err := event.Parse(p.msg.Data())
+				// The client gives each message its own payload, never
+				// written again: the Event may share it (ParseOwned).
+				ev, err := event.ParseOwned(p.msg.Data())
 				if err != nil {
 					p.dead = err.Error()
 					continue
