@@ -63,3 +63,29 @@ func fieldValues(f *Fields) (out [len(fieldNames)][]byte) {
 	}
 	return out
 }
+
+// TestDecodeAllocs bounds what Decode allocates for a /batch/ body of
+// plain events: the scanner reads it without a copy per event (the
+// encoding/json path made 13 allocations per event, 1332 for this body: a
+// RawMessage copy per event and per field).
+func TestDecodeAllocs(t *testing.T) {
+	var b bytes.Buffer
+	b.WriteString(`{"api_key":"phc_7","batch":[`)
+	for i := 0; i < 100; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"uuid":"0190f1d4-7b6c-7c3a-9a51-1d2d8b7e6f00","event":"$pageview","distinct_id":"user-1","timestamp":"2026-05-01T00:00:00Z","properties":{"$browser":"Firefox","amount":1.5},"$set":{"plan":"pro"}}`)
+	}
+	b.WriteString(`]}`)
+	body := b.Bytes()
+	allocs := testing.AllocsPerRun(20, func() {
+		if _, err := Decode(Request{Body: bytes.NewReader(body), Length: int64(len(body))}, 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 20 {
+		t.Errorf("Decode allocates %.0f times for 100 events, want at most 20", allocs)
+	}
+	t.Logf("%.0f allocations for 100 events", allocs)
+}
