@@ -156,6 +156,9 @@ func (st *Store) Retention(ctx context.Context, project uint64, f *Filter, q url
 	if err != nil {
 		return nil, err
 	}
+	if out, ok, err := st.retentionHourly(ctx, project, f, r, page); ok {
+		return out, err
+	}
 	s, err := st.retentionScan(ctx, project, f, r)
 	if err != nil {
 		return nil, err
@@ -163,12 +166,7 @@ func (st *Store) Retention(ctx context.Context, project uint64, f *Filter, q url
 	if r.breakdown != nil {
 		return st.retentionByBreakdown(ctx, s, r, page)
 	}
-	member := cond{"countIf(is_target = 1 AND idx = ?) > 0", []any{r.selected}}
-	if r.firstTime {
-		// argMinIf of no rows is 0: a person without target events is in
-		// no cohort.
-		member = cond{"countIf(is_target = 1) > 0 AND argMinIf(idx, timestamp, is_target = 1) = ?", []any{r.selected}}
-	}
+	member := r.member("timestamp")
 	// Only the persons with a target event in the selected interval can
 	// be in its cohort (first time too: their first one must be there):
 	// that interval's events, read by the sort key's date, select them,
@@ -188,6 +186,23 @@ func (st *Store) Retention(ctx context.Context, project uint64, f *Filter, q url
 		s.from = r.starts[r.selected]
 	}
 	base, args := s.sql()
+	return st.retentionActors(ctx, base, args, member, r, page)
+}
+
+// member is the condition on a person's rows (is_target, idx and the
+// time column col) of being in the selected cohort.
+func (r *retention) member(col string) cond {
+	if r.firstTime {
+		// argMinIf of no rows is 0: a person without target events is in
+		// no cohort.
+		return cond{"countIf(is_target = 1) > 0 AND argMinIf(idx, " + col + ", is_target = 1) = ?", []any{r.selected}}
+	}
+	return cond{"countIf(is_target = 1 AND idx = ?) > 0", []any{r.selected}}
+}
+
+// retentionActors groups the rows of base (pid, is_target, is_return,
+// idx) into the persons of the cohort (member) with their returns.
+func (st *Store) retentionActors(ctx context.Context, base string, args []any, member cond, r *retention, page Page) ([]Actor, error) {
 	lim, largs := page.sql()
 	// The intervals a person came back in: up to 64, the bits of one
 	// number (no hash set per person, docs/performance.md, G10).
@@ -245,7 +260,7 @@ func (st *Store) retentionScan(ctx context.Context, project uint64, f *Filter, r
 	s.f.person = s.f.person || back.f.person
 	returning := and(back.where, cond{"timestamp >= toDateTime(?)", []any{epochSeconds(r.starts[0])}})
 	s.where = or(orTrue(target.where), returning)
-	idx := r.index(f.Loc)
+	idx := r.index("timestamp", f.Loc)
 	s.extra = append(s.extra,
 		cond{"toUInt8(" + orTrue(target.where).sql + ") AS is_target", orTrue(target.where).args},
 		cond{"toUInt8(" + returning.sql + ") AS is_return", returning.args},
@@ -283,8 +298,8 @@ func orTrue(c cond) cond {
 // numbers: seconds for hours, day numbers for dates. transform looks the
 // bucket up in a hash table built once (indexOf searched a copy of the
 // constant array for every row: a third of the scan's time).
-func (r *retention) index(loc *time.Location) cond {
-	b := bucket(r.period, "timestamp", loc)
+func (r *retention) index(col string, loc *time.Location) cond {
+	b := bucket(r.period, col, loc)
 	key := "toUInt32(" + b.sql + ")"
 	if r.period != Hour {
 		key = "toUInt32(toRelativeDayNum(" + b.sql + "))"
