@@ -35,7 +35,7 @@ func (c *textCounter) Query(ctx context.Context, q string, args ...any) (driver.
 // splits, deletions, resets of distinct ids) on 2026-04-01, and before
 // it a week of $pageview and "e" events of the same ids at scattered
 // minutes, across Europe/Berlin's DST change (2026-03-29 01:00 UTC).
-func hourlyHistory(t *testing.T) *chstore.Store {
+func hourlyHistory(t *testing.T) (*chstore.Store, *testenv.NATS, uint64) {
 	n := testenv.StartNATS(t, "")
 	store := testenv.ClickHouse(t)
 	if err := stream.Ensure(context.Background(), n.JS, stream.Config{}); err != nil {
@@ -52,7 +52,7 @@ func hourlyHistory(t *testing.T) *chstore.Store {
 	}
 	last := testenv.PublishWorkload(t, n.JS, 0, workloadWithResets(41, 3000, 150))
 	ingestAll(t, n, store, last)
-	return store
+	return store, n, last
 }
 
 // TestHourlyCountsAnswerAsEvents: trends and retention read from the
@@ -61,7 +61,7 @@ func hourlyHistory(t *testing.T) *chstore.Store {
 // in a zone with a DST change inside the range; a half-hour zone and
 // explicit seconds fall back to events.
 func TestHourlyCountsAnswerAsEvents(t *testing.T) {
-	store := hourlyHistory(t)
+	store, _, _ := hourlyHistory(t)
 	ctx := context.Background()
 	counter := &textCounter{Querier: store.Conn(), text: "FROM events_hourly"}
 	fast := New(counter, nil)
@@ -155,5 +155,81 @@ func TestHourlyCountsAnswerAsEvents(t *testing.T) {
 	}
 	if nonEmpty < len(routes) {
 		t.Fatalf("only %d of %d answers hold persons: the comparison proves little", nonEmpty, 6*len(routes))
+	}
+}
+
+// hourlyText is the hourly counts of a database, summed per key, as text;
+// from events, the same counts made from the events rows.
+func hourlyText(t *testing.T, store *chstore.Store, fromEvents bool) string {
+	t.Helper()
+	sql := "SELECT project_id, event, hour, distinct_id, person_id, sum(events) AS n FROM events_hourly GROUP BY project_id, event, hour, distinct_id, person_id"
+	if fromEvents {
+		sql = "SELECT project_id, event, toStartOfHour(timestamp) AS hour, distinct_id, person_id, count() AS n FROM events " +
+			"WHERE visitParamHas(properties, '$actor') = 0 GROUP BY project_id, event, hour, distinct_id, person_id"
+	}
+	rows, err := store.Conn().Query(context.Background(), "SELECT concat(toString(project_id), '/', event, '/', toString(hour), '/', distinct_id, '/', toString(person_id), '=', toString(n)) AS r FROM ("+sql+") ORDER BY r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var r string
+		if err := rows.Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(r + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestHourlyCountsReplayAndBackfill: the hourly counts are a projection
+// of the log. The ingester's (batches of 97) equal the counts of the
+// events stored; a replay of the stream into empty tables in batches of
+// 13 rebuilds them key for key; and migration 0014's backfill, run twice
+// after the table is emptied (an interrupted migration run again),
+// counts the stored events once.
+func TestHourlyCountsReplayAndBackfill(t *testing.T) {
+	store, n, last := hourlyHistory(t)
+	want := hourlyText(t, store, false)
+	if strings.Count(want, "\n") < 1000 {
+		t.Fatalf("only %d hourly keys: the comparison proves little", strings.Count(want, "\n"))
+	}
+	if got := hourlyText(t, store, true); got != want {
+		t.Fatalf("hourly counts differ from the events stored: %s", testenv.FirstDiff(want, got))
+	}
+	replay := testenv.ClickHouse(t)
+	runIngester(t, n, &brokenStore{Store: replay}, "replay", 13, last)
+	if got := hourlyText(t, replay, false); got != want {
+		t.Fatalf("the replay's hourly counts differ: %s", testenv.FirstDiff(got, want))
+	}
+
+	ctx := context.Background()
+	migrations, err := chstore.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	for _, m := range migrations {
+		if m.Version != 14 {
+			continue
+		}
+		for range 2 {
+			for _, st := range m.Statements {
+				if err := store.Conn().Exec(ctx, st); err != nil {
+					t.Fatalf("%s: %v", m.Name, err)
+				}
+			}
+			ran = true
+		}
+	}
+	if !ran {
+		t.Fatal("no migration 0014")
+	}
+	if got := hourlyText(t, store, false); got != want {
+		t.Fatalf("after the backfill: %s", testenv.FirstDiff(got, want))
 	}
 }
