@@ -16,36 +16,33 @@ import (
 // so the answers are the same.
 
 // hourly is the rows of events_hourly of some event names in [from, to),
-// each attributed to its current, live person: pid, n (the events of the
-// row), hour, event and extra.
+// each attributed to its current, live person (attributedPID).
 type hourly struct {
 	project  uint64
 	from, to time.Time // whole UTC hours; from zero: no lower bound
 	names    []string
-	extra    []cond
 	among    cond // as scan.among
 }
 
-func (h hourly) sql() (string, []any) {
-	var args []any
-	cols := "pid, n, hour, event"
-	for _, x := range h.extra {
-		cols += ", " + x.sql
-		args = append(args, x.args...)
-	}
-	inner := "SELECT " + attributedPID + " AS pid, events AS n, hour, event, distinct_id FROM events_hourly " + overridesJoin +
+// sql is the FROM clause of the rows, with their filters: the columns
+// of events_hourly and o_pid are there to select and group on directly.
+// One level, no subquery around it: ClickHouse 18.16 runs the IN
+// subqueries of a PREWHERE once more for each SELECT around it (a
+// retention statement spent 40% more; docs/performance.md, h/g10h).
+func (h hourly) sql() cond {
+	q := "FROM events_hourly " + overridesJoin +
 		" PREWHERE project_id = ? AND event IN (" + marks(len(h.names)) + ") AND hour < toDateTime(?)"
-	args = append(append(append(args, h.project, h.project), anys(h.names)...), epochSeconds(h.to))
+	args := append(append([]any{h.project, h.project}, anys(h.names)...), epochSeconds(h.to))
 	if !h.from.IsZero() {
-		inner += " AND hour >= toDateTime(?)"
+		q += " AND hour >= toDateTime(?)"
 		args = append(args, epochSeconds(h.from))
 	}
 	if h.among.sql != "" {
 		c := amongCond(h.project, h.among)
-		inner += " AND " + c.sql
+		q += " AND " + c.sql
 		args = append(args, c.args...)
 	}
-	return "SELECT " + cols + " FROM (" + inner + " WHERE o_deleted = 0)", args
+	return cond{q + " WHERE o_deleted = 0", args}
 }
 
 // onHour reports whether t is a whole UTC hour, an edge the hourly
@@ -89,10 +86,10 @@ func (st *Store) trendsHourly(ctx context.Context, project uint64, f *Filter, e 
 	if !ok || f.Range.All || !onHour(f.Range.From, f.Range.To) {
 		return nil, false, nil
 	}
-	base, args := hourly{project: project, from: f.Range.From, to: f.Range.To, names: names}.sql()
+	from := hourly{project: project, from: f.Range.From, to: f.Range.To, names: names}.sql()
 	lim, largs := page.sql()
-	sql := "SELECT pid, toFloat64(sum(n)) AS value FROM (" + base + ") GROUP BY pid ORDER BY value DESC, pid ASC" + lim
-	out, err := st.actors(ctx, sql, append(args, largs...), true)
+	sql := "SELECT " + attributedPID + " AS pid, toFloat64(sum(events)) AS value " + from.sql + " GROUP BY pid ORDER BY value DESC, pid ASC" + lim
+	out, err := st.actors(ctx, sql, append(from.args, largs...), true)
 	return out, true, err
 }
 
@@ -114,18 +111,17 @@ func (st *Store) retentionHourly(ctx context.Context, project uint64, f *Filter,
 	if r.selected+1 < len(r.starts) {
 		cohortEnd = r.starts[r.selected+1]
 	}
-	in, args := hourly{project: project, from: r.starts[r.selected], to: cohortEnd, names: target}.sql()
-	isTarget := cond{"toUInt8(event IN (" + marks(len(target)) + ")) AS is_target", anys(target)}
-	isReturn := cond{"toUInt8(event IN (" + marks(len(back)) + ") AND hour >= toDateTime(?)) AS is_return",
-		append(anys(back), epochSeconds(r.starts[0]))}
-	idx := r.index("hour", f.Loc)
+	in := hourly{project: project, from: r.starts[r.selected], to: cohortEnd, names: target}.sql()
 	h := hourly{project: project, to: r.end, names: unionNames(target, back),
-		extra: []cond{isTarget, isReturn, {idx.sql + " AS idx", idx.args}},
-		among: cond{"SELECT pid FROM (" + in + ")", args}}
+		among: cond{"SELECT " + attributedPID + " " + in.sql, in.args}}
 	if !r.firstTime {
 		h.from = r.starts[r.selected] // neither the cohort nor a return is before it
 	}
-	base, bargs := h.sql()
-	out, err := st.retentionActors(ctx, base, bargs, r.member("hour"), r, page)
+	isTarget := cond{"event IN (" + marks(len(target)) + ")", anys(target)}
+	idx := r.index("hour", f.Loc)
+	rows := retentionRows{from: h.sql(), pid: cond{attributedPID, nil}, idx: idx,
+		isReturn: cond{"event IN (" + marks(len(back)) + ") AND hour >= toDateTime(?)", append(anys(back), epochSeconds(r.starts[0]))},
+		member:   r.member(isTarget, idx, "hour")}
+	out, err := st.retentionActors(ctx, rows, r, page)
 	return out, true, err
 }

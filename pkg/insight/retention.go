@@ -3,6 +3,7 @@ package insight
 import (
 	"context"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -166,7 +167,6 @@ func (st *Store) Retention(ctx context.Context, project uint64, f *Filter, q url
 	if r.breakdown != nil {
 		return st.retentionByBreakdown(ctx, s, r, page)
 	}
-	member := r.member("timestamp")
 	// Only the persons with a target event in the selected interval can
 	// be in its cohort (first time too: their first one must be there):
 	// that interval's events, read by the sort key's date, select them,
@@ -186,33 +186,47 @@ func (st *Store) Retention(ctx context.Context, project uint64, f *Filter, q url
 		s.from = r.starts[r.selected]
 	}
 	base, args := s.sql()
-	return st.retentionActors(ctx, base, args, member, r, page)
+	idx := cond{"idx", nil}
+	return st.retentionActors(ctx, retentionRows{from: cond{"FROM (" + base + ")", args}, pid: cond{"pid", nil},
+		idx: idx, isReturn: cond{"is_return = 1", nil}, member: r.member(cond{"is_target = 1", nil}, idx, "timestamp")}, r, page)
 }
 
-// member is the condition on a person's rows (is_target, idx and the
-// time column col) of being in the selected cohort.
-func (r *retention) member(col string) cond {
+// member is the condition on a person's rows of being in the selected
+// cohort: isTarget and idx are the SQL of a row's target flag and
+// interval index, col its time column.
+func (r *retention) member(isTarget, idx cond, col string) cond {
 	if r.firstTime {
 		// argMinIf of no rows is 0: a person without target events is in
 		// no cohort.
-		return cond{"countIf(is_target = 1) > 0 AND argMinIf(idx, " + col + ", is_target = 1) = ?", []any{r.selected}}
+		return cond{"countIf(" + isTarget.sql + ") > 0 AND argMinIf(" + idx.sql + ", " + col + ", " + isTarget.sql + ") = ?",
+			slices.Concat(isTarget.args, idx.args, isTarget.args, []any{r.selected})}
 	}
-	return cond{"countIf(is_target = 1 AND idx = ?) > 0", []any{r.selected}}
+	return cond{"countIf(" + isTarget.sql + " AND " + idx.sql + " = ?) > 0", slices.Concat(isTarget.args, idx.args, []any{r.selected})}
 }
 
-// retentionActors groups the rows of base (pid, is_target, is_return,
-// idx) into the persons of the cohort (member) with their returns.
-func (st *Store) retentionActors(ctx context.Context, base string, args []any, member cond, r *retention, page Page) ([]Actor, error) {
+// retentionRows are the rows a retention statement groups: from, the
+// FROM clause (and filters) of the rows, and over them pid, idx and
+// isReturn, the SQL of a row's person, interval index and return flag,
+// and member, the cohort condition on a person's rows.
+type retentionRows struct {
+	from, pid, idx, isReturn, member cond
+}
+
+// retentionActors groups rows into the persons of the cohort with the
+// intervals they came back in, ordered by their number, then person id.
+func (st *Store) retentionActors(ctx context.Context, rows retentionRows, r *retention, page Page) ([]Actor, error) {
 	lim, largs := page.sql()
 	// The intervals a person came back in: up to 64, the bits of one
 	// number (no hash set per person, docs/performance.md, G10).
-	rets, count := "groupUniqArrayIf(idx, is_return = 1 AND idx > ?)", "length(ret)"
+	back := rows.isReturn.sql + " AND " + rows.idx.sql + " > ?"
+	rets, count := "groupUniqArrayIf("+rows.idx.sql+", "+back+")", "length(ret)"
 	if r.total <= 64 {
-		rets, count = "groupBitOrIf(bitShiftLeft(toUInt64(1), toUInt64(idx)), is_return = 1 AND idx > ?)", "length(bitmaskToArray(ret))"
+		rets, count = "groupBitOrIf(bitShiftLeft(toUInt64(1), toUInt64("+rows.idx.sql+")), "+back+")", "length(bitmaskToArray(ret))"
 	}
-	sql := "SELECT pid, ret FROM (SELECT pid, " + rets + " AS ret FROM (" + base +
-		") GROUP BY pid HAVING " + member.sql + ") ORDER BY " + count + " DESC, pid ASC" + lim
-	all := append(append(append([]any{r.selected}, args...), member.args...), largs...)
+	sql := "SELECT pid, ret FROM (SELECT " + rows.pid.sql + " AS pid, " + rets + " AS ret " + rows.from.sql +
+		" GROUP BY pid HAVING " + rows.member.sql + ") ORDER BY " + count + " DESC, pid ASC" + lim
+	all := slices.Concat(rows.pid.args, rows.idx.args, rows.isReturn.args, rows.idx.args, []any{r.selected},
+		rows.from.args, rows.member.args, largs)
 	return st.scanActors(ctx, sql, all, func(rows driver.Rows, a *Actor) error {
 		var ret []int64
 		if r.total <= 64 {
