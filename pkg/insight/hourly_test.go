@@ -3,6 +3,8 @@ package insight
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -10,8 +12,10 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/deletion"
 	"github.com/personhub/personhub/pkg/stream"
 	"github.com/personhub/personhub/pkg/testenv"
 )
@@ -58,8 +62,9 @@ func hourlyHistory(t *testing.T) (*chstore.Store, *testenv.NATS, uint64) {
 // TestHourlyCountsAnswerAsEvents: trends and retention read from the
 // hourly counts give the answers of the raw scan over events, for every
 // project of a history with merged, split and deleted persons, in UTC and
-// in a zone with a DST change inside the range; a half-hour zone and
-// explicit seconds fall back to events.
+// in a zone with a DST change inside the range, before and after the
+// deleter ran; a half-hour zone, explicit seconds and a property filter
+// read events.
 func TestHourlyCountsAnswerAsEvents(t *testing.T) {
 	store, _, _ := hourlyHistory(t)
 	ctx := context.Background()
@@ -111,51 +116,70 @@ func TestHourlyCountsAnswerAsEvents(t *testing.T) {
 			}
 		}
 	}
-	nonEmpty := 0
-	for _, r := range routes {
-		loc, err := time.LoadLocation(r.zone)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for project := uint64(1); project <= 3; project++ {
-			for _, page := range []Page{{}, {Limit: 7, Offset: 3}} {
-				answer := func(st *Store) []Actor {
-					pq := r.q
-					if r.ret {
-						pq = RetentionQuery(r.q)
+	compare := func(phase string) {
+		nonEmpty := 0
+		for _, r := range routes {
+			loc, err := time.LoadLocation(r.zone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for project := uint64(1); project <= 3; project++ {
+				for _, page := range []Page{{}, {Limit: 7, Offset: 3}} {
+					answer := func(st *Store) []Actor {
+						pq := r.q
+						if r.ret {
+							pq = RetentionQuery(r.q)
+						}
+						f, err := ParseFilter(pq, loc, now)
+						if err != nil {
+							t.Fatalf("%s: %v", r.name, err)
+						}
+						var got []Actor
+						if r.ret {
+							got, err = st.Retention(ctx, project, f, r.q, page, now)
+						} else {
+							got, err = st.Trends(ctx, project, f, r.q, page)
+						}
+						if err != nil {
+							t.Fatalf("%s: %v", r.name, err)
+						}
+						return got
 					}
-					f, err := ParseFilter(pq, loc, now)
-					if err != nil {
-						t.Fatalf("%s: %v", r.name, err)
+					before := counter.n.Load()
+					got, want := answer(fast), answer(raw)
+					if used := counter.n.Load() > before; used != r.hourly {
+						t.Fatalf("%s: hourly counts read %v, want %v", r.name, used, r.hourly)
 					}
-					var got []Actor
-					if r.ret {
-						got, err = st.Retention(ctx, project, f, r.q, page, now)
-					} else {
-						got, err = st.Trends(ctx, project, f, r.q, page)
+					if fmt.Sprint(got) != fmt.Sprint(want) {
+						t.Fatalf("%s: %s, project %d, page %v:\n hourly %v\n events %v", phase, r.name, project, page, got, want)
 					}
-					if err != nil {
-						t.Fatalf("%s: %v", r.name, err)
+					if len(want) > 0 {
+						nonEmpty++
 					}
-					return got
-				}
-				before := counter.n.Load()
-				got, want := answer(fast), answer(raw)
-				if used := counter.n.Load() > before; used != r.hourly {
-					t.Fatalf("%s: hourly counts read %v, want %v", r.name, used, r.hourly)
-				}
-				if fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Fatalf("%s, project %d, page %v:\n hourly %v\n events %v", r.name, project, page, got, want)
-				}
-				if len(want) > 0 {
-					nonEmpty++
 				}
 			}
 		}
+		if nonEmpty < len(routes) {
+			t.Fatalf("%s: only %d of %d answers hold persons: the comparison proves little", phase, nonEmpty, 6*len(routes))
+		}
 	}
-	if nonEmpty < len(routes) {
-		t.Fatalf("only %d of %d answers hold persons: the comparison proves little", nonEmpty, 6*len(routes))
+	compare("ingested")
+	// The deleter takes the deleted persons' events out of events and of
+	// the hourly counts (pkg/deletion): the two paths still agree.
+	cfg := deletion.DefaultConfig()
+	cfg.Consumer = "attribution" // ingestAll's
+	runner, err := deletion.New(store.Conn(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
 	}
+	sum, err := runner.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Verified == 0 || sum.EventsDeleted == 0 || sum.Failed != 0 {
+		t.Fatalf("deleter run %+v: want deleted events, verified requests", sum)
+	}
+	compare("after the deleter")
 }
 
 // hourlyText is the hourly counts of a database, summed per key, as text;
