@@ -17,8 +17,9 @@ const (
 	pollMax   = 200 * time.Millisecond
 )
 
-// mutationTables are the tables the deleter mutates: events and its copy.
-const mutationTables = "table IN ('events', '" + copyTable + "')"
+// mutationTables are the tables the deleter mutates: events, its copy
+// and its hourly counts.
+const mutationTables = "table IN ('events', '" + copyTable + "', '" + hourlyTable + "')"
 
 // mutationIDs lists the mutations (table/id) of the events tables known before a new
 // one is issued. system.mutations has, on 18.16 and 24.x alike, database,

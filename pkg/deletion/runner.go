@@ -259,6 +259,10 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 				return r.fail(ctx, b, fmt.Errorf("issue mutation on %s: %w", table, err), true)
 			}
 		}
+		hw, hargs := hourlyWhere(targets)
+		if err := r.conn.Exec(st, "ALTER TABLE "+hourlyTable+" DELETE WHERE "+hw, hargs...); err != nil {
+			return r.fail(ctx, b, fmt.Errorf("issue mutation on %s: %w", hourlyTable, err), true)
+		}
 		// One deletion, counted once (the metric and Summary count batches
 		// mutated, as before the copy existed).
 		res.mutations++
@@ -276,6 +280,11 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 		}
 		cancel()
 		st, cancel = step(ctx)
+		if err := r.rebuildHourly(st, targets); err != nil {
+			fr := r.fail(ctx, b, fmt.Errorf("rebuild %s: %w", hourlyTable, err), true)
+			fr.mutations = res.mutations
+			return fr
+		}
 		if left, err = r.countEvents(st, b); err == nil {
 			copies, err = r.countRows(st, copyTable, b)
 		}

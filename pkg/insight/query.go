@@ -27,6 +27,9 @@ type Store struct {
 	// prefixPersons is prefixPersonsPerActor; tests lower it to page
 	// small projects from bounds (prefix.go).
 	prefixPersons int
+	// noHourly: never read the hourly counts (hourly.go); tests compare
+	// both paths.
+	noHourly bool
 }
 
 // New returns a Store; actions may be nil.
@@ -114,6 +117,24 @@ type scan struct {
 	among cond
 }
 
+// attributedPID is a row's current person after overridesJoin: the
+// override's, or the person stored with the row.
+const attributedPID = "if(o_pid = 0, person_id, o_pid)"
+
+// overridesJoin joins a row of events (or events_hourly) with the
+// override of its distinct id, bound to the project (one placeholder).
+// An id without an override joins the defaults: o_pid 0 (no person has
+// id 0), o_deleted 0; the caller keeps o_deleted = 0.
+const overridesJoin = "ANY LEFT JOIN (SELECT distinct_id, person_id AS o_pid, is_deleted AS o_deleted FROM person_distinct_id_overrides FINAL WHERE project_id = ?) USING distinct_id"
+
+// amongCond keeps, in a PREWHERE, the rows of the persons of among (see
+// scan.among): the rows stored with one of them, or whose distinct id an
+// override gives to one of them.
+func amongCond(project uint64, among cond) cond {
+	return cond{"(person_id IN (" + among.sql + ") OR distinct_id IN (SELECT distinct_id FROM person_distinct_id_overrides FINAL WHERE project_id = ? AND is_deleted = 0 AND person_id IN (" + among.sql + ")))",
+		append(append(append([]any{}, among.args...), project), among.args...)}
+}
+
 // lastDate bounds the dates a scan states (sql): ClickHouse 18.16 reads
 // a Date from 2106 on as 0000-00-00.
 var lastDate = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -145,9 +166,8 @@ func (s scan) sql() (string, []any) {
 	// is tested); the overrides and persons tables are FINAL and keep
 	// their filters in WHERE (readCtx). An id without an override joins
 	// the defaults: o_pid 0 (no person has id 0), o_deleted 0.
-	inner := "SELECT if(o_pid = 0, person_id, o_pid) AS pid, uuid, timestamp, event, distinct_id, properties FROM events " +
-		"ANY LEFT JOIN (SELECT distinct_id, person_id AS o_pid, is_deleted AS o_deleted FROM person_distinct_id_overrides FINAL WHERE project_id = ?) USING distinct_id " +
-		"PREWHERE project_id = ? AND timestamp < toDateTime(?)"
+	inner := "SELECT " + attributedPID + " AS pid, uuid, timestamp, event, distinct_id, properties FROM events " + overridesJoin +
+		" PREWHERE project_id = ? AND timestamp < toDateTime(?)"
 	args = append(args, s.project, s.project, epochSeconds(s.to))
 	// The range is also stated on the sort key's toDate(timestamp):
 	// ClickHouse 18.16 does not derive it from a timestamp condition, so
@@ -174,10 +194,9 @@ func (s scan) sql() (string, []any) {
 		args = append(args, s.upTo, s.project, s.upTo)
 	}
 	if s.among.sql != "" {
-		// The same for a set: the rows stored with one of its persons,
-		// or whose distinct id an override gives to one of them.
-		inner += " AND (person_id IN (" + s.among.sql + ") OR distinct_id IN (SELECT distinct_id FROM person_distinct_id_overrides FINAL WHERE project_id = ? AND is_deleted = 0 AND person_id IN (" + s.among.sql + ")))"
-		args = append(append(append(args, s.among.args...), s.project), s.among.args...)
+		c := amongCond(s.project, s.among)
+		inner += " AND " + c.sql
+		args = append(args, c.args...)
 	}
 	inner += " WHERE o_deleted = 0"
 	if s.upTo > 0 {

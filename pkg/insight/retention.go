@@ -3,6 +3,7 @@ package insight
 import (
 	"context"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -156,18 +157,15 @@ func (st *Store) Retention(ctx context.Context, project uint64, f *Filter, q url
 	if err != nil {
 		return nil, err
 	}
+	if out, ok, err := st.retentionHourly(ctx, project, f, r, page); ok {
+		return out, err
+	}
 	s, err := st.retentionScan(ctx, project, f, r)
 	if err != nil {
 		return nil, err
 	}
 	if r.breakdown != nil {
 		return st.retentionByBreakdown(ctx, s, r, page)
-	}
-	member := cond{"countIf(is_target = 1 AND idx = ?) > 0", []any{r.selected}}
-	if r.firstTime {
-		// argMinIf of no rows is 0: a person without target events is in
-		// no cohort.
-		member = cond{"countIf(is_target = 1) > 0 AND argMinIf(idx, timestamp, is_target = 1) = ?", []any{r.selected}}
 	}
 	// Only the persons with a target event in the selected interval can
 	// be in its cohort (first time too: their first one must be there):
@@ -188,16 +186,47 @@ func (st *Store) Retention(ctx context.Context, project uint64, f *Filter, q url
 		s.from = r.starts[r.selected]
 	}
 	base, args := s.sql()
+	idx := cond{"idx", nil}
+	return st.retentionActors(ctx, retentionRows{from: cond{"FROM (" + base + ")", args}, pid: cond{"pid", nil},
+		idx: idx, isReturn: cond{"is_return = 1", nil}, member: r.member(cond{"is_target = 1", nil}, idx, "timestamp")}, r, page)
+}
+
+// member is the condition on a person's rows of being in the selected
+// cohort: isTarget and idx are the SQL of a row's target flag and
+// interval index, col its time column.
+func (r *retention) member(isTarget, idx cond, col string) cond {
+	if r.firstTime {
+		// argMinIf of no rows is 0: a person without target events is in
+		// no cohort.
+		return cond{"countIf(" + isTarget.sql + ") > 0 AND argMinIf(" + idx.sql + ", " + col + ", " + isTarget.sql + ") = ?",
+			slices.Concat(isTarget.args, idx.args, isTarget.args, []any{r.selected})}
+	}
+	return cond{"countIf(" + isTarget.sql + " AND " + idx.sql + " = ?) > 0", slices.Concat(isTarget.args, idx.args, []any{r.selected})}
+}
+
+// retentionRows are the rows a retention statement groups: from, the
+// FROM clause (and filters) of the rows, and over them pid, idx and
+// isReturn, the SQL of a row's person, interval index and return flag,
+// and member, the cohort condition on a person's rows.
+type retentionRows struct {
+	from, pid, idx, isReturn, member cond
+}
+
+// retentionActors groups rows into the persons of the cohort with the
+// intervals they came back in, ordered by their number, then person id.
+func (st *Store) retentionActors(ctx context.Context, rows retentionRows, r *retention, page Page) ([]Actor, error) {
 	lim, largs := page.sql()
 	// The intervals a person came back in: up to 64, the bits of one
 	// number (no hash set per person, docs/performance.md, G10).
-	rets, count := "groupUniqArrayIf(idx, is_return = 1 AND idx > ?)", "length(ret)"
+	back := rows.isReturn.sql + " AND " + rows.idx.sql + " > ?"
+	rets, count := "groupUniqArrayIf("+rows.idx.sql+", "+back+")", "length(ret)"
 	if r.total <= 64 {
-		rets, count = "groupBitOrIf(bitShiftLeft(toUInt64(1), toUInt64(idx)), is_return = 1 AND idx > ?)", "length(bitmaskToArray(ret))"
+		rets, count = "groupBitOrIf(bitShiftLeft(toUInt64(1), toUInt64("+rows.idx.sql+")), "+back+")", "length(bitmaskToArray(ret))"
 	}
-	sql := "SELECT pid, ret FROM (SELECT pid, " + rets + " AS ret FROM (" + base +
-		") GROUP BY pid HAVING " + member.sql + ") ORDER BY " + count + " DESC, pid ASC" + lim
-	all := append(append(append([]any{r.selected}, args...), member.args...), largs...)
+	sql := "SELECT pid, ret FROM (SELECT " + rows.pid.sql + " AS pid, " + rets + " AS ret " + rows.from.sql +
+		" GROUP BY pid HAVING " + rows.member.sql + ") ORDER BY " + count + " DESC, pid ASC" + lim
+	all := slices.Concat(rows.pid.args, rows.idx.args, rows.isReturn.args, rows.idx.args, []any{r.selected},
+		rows.from.args, rows.member.args, largs)
 	return st.scanActors(ctx, sql, all, func(rows driver.Rows, a *Actor) error {
 		var ret []int64
 		if r.total <= 64 {
@@ -245,7 +274,7 @@ func (st *Store) retentionScan(ctx context.Context, project uint64, f *Filter, r
 	s.f.person = s.f.person || back.f.person
 	returning := and(back.where, cond{"timestamp >= toDateTime(?)", []any{epochSeconds(r.starts[0])}})
 	s.where = or(orTrue(target.where), returning)
-	idx := r.index(f.Loc)
+	idx := r.index("timestamp", f.Loc)
 	s.extra = append(s.extra,
 		cond{"toUInt8(" + orTrue(target.where).sql + ") AS is_target", orTrue(target.where).args},
 		cond{"toUInt8(" + returning.sql + ") AS is_return", returning.args},
@@ -283,8 +312,8 @@ func orTrue(c cond) cond {
 // numbers: seconds for hours, day numbers for dates. transform looks the
 // bucket up in a hash table built once (indexOf searched a copy of the
 // constant array for every row: a third of the scan's time).
-func (r *retention) index(loc *time.Location) cond {
-	b := bucket(r.period, "timestamp", loc)
+func (r *retention) index(col string, loc *time.Location) cond {
+	b := bucket(r.period, col, loc)
 	key := "toUInt32(" + b.sql + ")"
 	if r.period != Hour {
 		key = "toUInt32(toRelativeDayNum(" + b.sql + "))"

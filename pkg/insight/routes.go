@@ -30,6 +30,11 @@ func (st *Store) Trends(ctx context.Context, project uint64, f *Filter, q url.Va
 		}
 		g.Range = Range{From: Day.Trunc(f.Range.To.Add(-time.Second), f.Loc).AddDate(0, 0, 1-days), To: f.Range.To}
 	}
+	if key == "" {
+		if out, ok, err := st.trendsHourly(ctx, project, &g, e, page); ok {
+			return out, err
+		}
+	}
 	s, err := st.match(ctx, project, &g, e)
 	if err != nil {
 		return nil, err

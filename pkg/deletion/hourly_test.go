@@ -1,0 +1,76 @@
+package deletion
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"testing"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// hourlyOf returns the hourly counts of a person (schema 0014) by hour,
+// event and distinct id, summed over unmerged rows; from events, the
+// same counts made from the events rows left.
+func hourlyOf(t *testing.T, conn driver.Conn, project, person uint64, fromEvents bool) map[string]uint64 {
+	t.Helper()
+	sql := "SELECT concat(toString(hour), '/', event, '/', distinct_id), sum(events) FROM events_hourly WHERE project_id = ? AND person_id = ? GROUP BY hour, event, distinct_id"
+	if fromEvents {
+		sql = "SELECT concat(toString(toStartOfHour(timestamp)), '/', event, '/', distinct_id), count() FROM events WHERE project_id = ? AND person_id = ? GROUP BY toStartOfHour(timestamp), event, distinct_id"
+	}
+	rows, err := conn.Query(context.Background(), sql, project, person)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]uint64{}
+	for rows.Next() {
+		var k string
+		var n uint64
+		if err := rows.Scan(&k, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[k] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestHourlyCountsFollowDeletions: the deleter takes a person's events
+// out of the hourly counts too, and only those up to the request's
+// sequence: an event of the person above it stays counted, and other
+// persons' counts are untouched.
+func TestHourlyCountsFollowDeletions(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	// Person 20: seqs 1, 2 and 3 are deleted (request at 10); 15 stays.
+	insertEvents(t, f.conn, ev{1, 20, 1}, ev{1, 20, 2}, ev{1, 20, 3}, ev{1, 21, 4}, ev{2, 20, 5}, ev{1, 20, 15})
+	before21, before2 := hourlyOf(t, f.conn, 1, 21, false), hourlyOf(t, f.conn, 2, 20, false)
+	if got := hourlyOf(t, f.conn, 1, 20, false); len(got) != 4 {
+		t.Fatalf("hourly counts of 1/20 before: %v, want 4 hours", got)
+	}
+	request(t, f.runner, Request{ProjectID: 1, PersonID: 20, RequestSeq: 10})
+	commit(t, f.conn, 15)
+	if sum := f.runOnce(t); sum.Verified != 1 || sum.EventsDeleted != 3 {
+		t.Fatalf("run: %+v", sum)
+	}
+	got, want := hourlyOf(t, f.conn, 1, 20, false), hourlyOf(t, f.conn, 1, 20, true)
+	if len(want) != 1 || !maps.Equal(got, want) {
+		t.Fatalf("hourly counts of 1/20 after: %v, want those of its events left %v (one)", got, want)
+	}
+	for _, c := range []struct {
+		project, person uint64
+		before          map[string]uint64
+	}{{1, 21, before21}, {2, 20, before2}} {
+		if got := hourlyOf(t, f.conn, c.project, c.person, false); len(got) == 0 || !maps.Equal(got, c.before) {
+			t.Errorf("hourly counts of %d/%d changed: %v, were %v", c.project, c.person, got, c.before)
+		}
+	}
+	// Run again (a request re-run after a crash): nothing counted twice.
+	request(t, f.runner, Request{ProjectID: 1, PersonID: 20, RequestSeq: 12})
+	f.runOnce(t)
+	if got := hourlyOf(t, f.conn, 1, 20, false); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after a second request: %v, want %v", got, want)
+	}
+}
