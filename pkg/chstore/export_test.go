@@ -44,3 +44,10 @@ func (s *Store) SlotPage(ctx context.Context, q ListQuery) ([]uint64, bool, erro
 	rids, ok, err := s.slotPage(ctx, q, total)
 	return ridsToIDs(rids), ok, err
 }
+
+// ListByWindows is the unfiltered list without the slot counts (the
+// windows' path of listdeep.go for every page), for an A/B.
+func (s *Store) ListByWindows(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
+	list, total, _, err := s.listUnfiltered(ctx, q, false)
+	return list, total, err
+}

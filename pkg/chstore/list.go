@@ -28,8 +28,9 @@ func (q ListQuery) unfiltered() bool {
 }
 
 // listUnfiltered answers an unfiltered page; ok is false when the project
-// has no maintained count yet (the caller takes the general path).
-func (s *Store) listUnfiltered(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, bool, error) {
+// has no maintained count yet (the caller takes the general path). slots
+// false takes the windows' path for every page (a test's A/B).
+func (s *Store) listUnfiltered(ctx context.Context, q ListQuery, slots bool) ([]PersonRecord, uint64, bool, error) {
 	total, newest, ok, err := s.LiveCount(ctx, q.ProjectID)
 	if err != nil || !ok {
 		return nil, 0, false, err
@@ -38,7 +39,7 @@ func (s *Store) listUnfiltered(ctx context.Context, q ListQuery) ([]PersonRecord
 		return nil, total, true, nil
 	}
 	var rids []uint64
-	if q.Offset+q.Limit > shallowRows {
+	if slots && q.Offset+q.Limit > shallowRows {
 		var deep bool
 		if rids, deep, err = s.slotPage(ctx, q, total); err != nil {
 			return nil, 0, false, fmt.Errorf("list persons: %w", err)
