@@ -215,6 +215,16 @@ func (lc *liveCounts) finish(ctx context.Context, s *Store, plan *countPlan, l u
 	if err := lc.finishSlots(ctx, s, plan, l); err != nil {
 		return err
 	}
+	// The slots and the count go together: a reader finding them apart
+	// (slots not adding up to the count) takes the windows' path, and each
+	// row is right as of its version whichever lands first.
+	return concurrently(
+		func() error { return s.writeSlots(ctx, plan.slots, l) },
+		func() error { return s.writeCounts(ctx, plan, l) })
+}
+
+// writeCounts writes the batch's changed project counts.
+func (s *Store) writeCounts(ctx context.Context, plan *countPlan, l uint64) error {
 	// A batch that only changes persons (a PATCH, $set on known ids)
 	// leaves the counts as its stored rows say: writing them again would
 	// cost an insert round trip on every API write (G6) for nothing, as a

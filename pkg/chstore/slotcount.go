@@ -103,9 +103,8 @@ func (lc *liveCounts) beginSlots(ctx context.Context, s *Store, plan *countPlan,
 	return nil
 }
 
-// finishSlots computes the slot counts as of l and writes the changed
-// ones, before the project counts (a reader finding slots that do not add
-// up to the count takes the other path).
+// finishSlots computes the slot counts as of l: the rows writeSlots
+// writes beside the project counts.
 func (lc *liveCounts) finishSlots(ctx context.Context, s *Store, plan *countPlan, l uint64) error {
 	sp, c := plan.slots, plan.from
 	for project, full := range sp.base {
@@ -152,6 +151,11 @@ func (lc *liveCounts) finishSlots(ctx context.Context, s *Store, plan *countPlan
 		}
 		sp.rows[project], sp.full[project] = full, full
 	}
+	return nil
+}
+
+// writeSlots writes the batch's changed slot counts at l.
+func (s *Store) writeSlots(ctx context.Context, sp *slotPlan, l uint64) error {
 	n := 0
 	for _, rows := range sp.rows {
 		n += len(rows)
