@@ -33,3 +33,21 @@ func (s *Store) SearchCandidates(ctx context.Context, q ListQuery) (string, []an
 	sql, args := searchCandidates(q.ProjectID, q.Search, grams)
 	return sql, args, err
 }
+
+// SlotPage reports whether q's unfiltered page is served from the slot
+// counts (listslots.go), and its ids.
+func (s *Store) SlotPage(ctx context.Context, q ListQuery) ([]uint64, bool, error) {
+	total, _, ok, err := s.LiveCount(ctx, q.ProjectID)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	rids, ok, err := s.slotPage(ctx, q, total)
+	return ridsToIDs(rids), ok, err
+}
+
+// ListByWindows is the unfiltered list without the slot counts (the
+// windows' path of listdeep.go for every page), for an A/B.
+func (s *Store) ListByWindows(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
+	list, total, _, err := s.listUnfiltered(ctx, q, false)
+	return list, total, err
+}

@@ -28,8 +28,9 @@ func (q ListQuery) unfiltered() bool {
 }
 
 // listUnfiltered answers an unfiltered page; ok is false when the project
-// has no maintained count yet (the caller takes the general path).
-func (s *Store) listUnfiltered(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, bool, error) {
+// has no maintained count yet (the caller takes the general path). slots
+// false takes the windows' path for every page (a test's A/B).
+func (s *Store) listUnfiltered(ctx context.Context, q ListQuery, slots bool) ([]PersonRecord, uint64, bool, error) {
 	total, newest, ok, err := s.LiveCount(ctx, q.ProjectID)
 	if err != nil || !ok {
 		return nil, 0, false, err
@@ -37,11 +38,21 @@ func (s *Store) listUnfiltered(ctx context.Context, q ListQuery) ([]PersonRecord
 	if uint64(q.Offset) >= total {
 		return nil, total, true, nil
 	}
+	var rids []uint64
+	if slots && q.Offset+q.Limit > shallowRows {
+		var deep bool
+		if rids, deep, err = s.slotPage(ctx, q, total); err != nil {
+			return nil, 0, false, fmt.Errorf("list persons: %w", err)
+		}
+		if deep {
+			list, err := s.materialise(ctx, q.ProjectID, ridsToIDs(rids))
+			return list, total, true, err
+		}
+	}
 	bounds, err := s.windowBounds(ctx, q, newest)
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("list persons: %w", err)
 	}
-	var rids []uint64
 	for i, bound := range bounds {
 		// Only the page's keys come back; a full page proves the window
 		// held every row before it.
@@ -55,12 +66,16 @@ func (s *Store) listUnfiltered(ctx context.Context, q ListQuery) ([]PersonRecord
 			break
 		}
 	}
+	list, err := s.materialise(ctx, q.ProjectID, ridsToIDs(rids))
+	return list, total, true, err
+}
+
+func ridsToIDs(rids []uint64) []uint64 {
 	ids := make([]uint64, len(rids))
 	for i, rid := range rids {
 		ids[i] = idOfRID(rid)
 	}
-	list, err := s.materialise(ctx, q.ProjectID, ids)
-	return list, total, true, err
+	return ids
 }
 
 // materialise reads the full rows of a page's ids by key, in the page's

@@ -28,6 +28,7 @@ func TestDeepPagesDifferential(t *testing.T) {
 	const project, n = 9, 3000
 	newest := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	created := map[uint64]time.Time{}
+	deleted := map[uint64]bool{}
 	row := func(id, version uint64, deleted bool) fold.PersonRow {
 		return fold.PersonRow{ProjectID: project, ID: id, Properties: map[string]any{}, CreatedAt: created[id], IsDeleted: deleted, Version: version}
 	}
@@ -68,6 +69,18 @@ func TestDeepPagesDifferential(t *testing.T) {
 				t.Fatalf("%s: offset %d limit %d: count %d, ids %v;\nreference %d, %v", stage, off, limit, total, ids, len(want), exp)
 			}
 		}
+		// The slot counts (listslots.go) serve every page once the
+		// writes are done: the windows' path must not hide a wrong count.
+		for _, off := range []int{0, len(want) / 3, len(want) - 100} {
+			ids, ok, err := store.SlotPage(ctx, chstore.ListQuery{ProjectID: project, Limit: 100, Offset: off})
+			if err != nil || !ok {
+				t.Fatalf("%s: offset %d: not served by the slots (%v)", stage, off, err)
+			}
+			if exp := want[off:min(off+100, len(want))]; !slices.Equal(ids, exp) {
+				t.Fatalf("%s: offset %d by the slots: %v;\nreference %v", stage, off, ids, exp)
+			}
+		}
+		testenv.Snapshot(t, store) // person_windows against persons
 	}
 	check("written once")
 	// New versions of a sixth (duplicate keys until a merge), deletions
@@ -81,6 +94,7 @@ func TestDeepPagesDifferential(t *testing.T) {
 		case k < 5:
 			second.Persons = append(second.Persons, row(id, version, false))
 		case k < 8:
+			deleted[id] = true
 			second.Persons = append(second.Persons, row(id, version, true))
 		case k < 11:
 			old := created[id]
@@ -93,6 +107,49 @@ func TestDeepPagesDifferential(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("changed")
+	// A fresh process learns the slots from the stored rows; more merges
+	// and deletions, and a crashed write above the commit point (persons
+	// moved and deleted, not refolded) that makes it count from the store.
+	restarted, err := chstore.Open(ctx, chstore.Config{Addr: testenv.ClickHouseAddr(t), Database: store.Database()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restarted.Close()
+	store = restarted
+	var third, crashed fold.Batch
+	from := version + 1
+	for id := uint64(1); id <= n; id += 7 {
+		if deleted[id] {
+			continue
+		}
+		version++
+		old := created[id]
+		created[id] = old.Add(-time.Duration(1+r.IntN(50)) * time.Hour)
+		deleted[id] = r.IntN(5) == 0
+		third.Persons = append(third.Persons, row(id, version, deleted[id]))
+		third.Rekeyed = append(third.Rekeyed, fold.Rekey{ProjectID: project, ID: id, CreatedAt: old, Version: version})
+	}
+	if err := store.WriteBatch(ctx, nil, third, chstore.BatchMarker{Consumer: "c", FirstSeq: from, LastSeq: version}); err != nil {
+		t.Fatal(err)
+	}
+	check("after a restart")
+	for id := uint64(3); id <= n; id += 11 {
+		if deleted[id] {
+			continue
+		}
+		old := created[id]
+		created[id] = old.Add(-time.Duration(1+r.IntN(50)) * time.Hour)
+		crashed.Persons = append(crashed.Persons, row(id, version+id, r.IntN(3) == 0))
+		crashed.Rekeyed = append(crashed.Rekeyed, fold.Rekey{ProjectID: project, ID: id, CreatedAt: old, Version: version + id})
+	}
+	if err := store.WriteRows(ctx, nil, crashed); err != nil {
+		t.Fatal(err)
+	}
+	// The refold's batch reaches past every crashed row and writes none.
+	if err := store.WriteBatch(ctx, nil, fold.Batch{}, chstore.BatchMarker{Consumer: "c", FirstSeq: version + 1, LastSeq: version + n + 1}); err != nil {
+		t.Fatal(err)
+	}
+	check("counted from the store")
 }
 
 // listReference is the live persons' ids in the list's order: FINAL first,

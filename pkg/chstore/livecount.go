@@ -44,6 +44,8 @@ type liveCounts struct {
 	// dirty is, per project, the highest persons version above the commit
 	// point found by the last rescan.
 	dirty map[uint64]uint64
+	// slots are counts per slot as of committed (slotcount.go).
+	slots map[uint64]slotCounts
 }
 
 type projectCount struct {
@@ -52,7 +54,7 @@ type projectCount struct {
 }
 
 func newLiveCounts() *liveCounts {
-	return &liveCounts{known: map[uint64]projectCount{}, dirty: map[uint64]uint64{}, unsure: true}
+	return &liveCounts{known: map[uint64]projectCount{}, dirty: map[uint64]uint64{}, slots: map[uint64]slotCounts{}, unsure: true}
 }
 
 // consumerCounts holds one liveCounts per consumer (ingester partition).
@@ -93,6 +95,7 @@ type countPlan struct {
 	stored   map[uint64]bool
 	rows     map[uint64]projectCount
 	newDirty map[uint64]uint64
+	slots    *slotPlan
 }
 
 func (lc *liveCounts) written() {
@@ -111,6 +114,7 @@ func (lc *liveCounts) begin(ctx context.Context, s *Store, c uint64, b fold.Batc
 	if c < lc.committed {
 		// Folding again from an earlier point: the counts are ahead.
 		clear(lc.known)
+		clear(lc.slots)
 		lc.unsure = true
 	}
 	if lc.unsure {
@@ -150,6 +154,9 @@ func (lc *liveCounts) begin(ctx context.Context, s *Store, c uint64, b fold.Batc
 			unknown = append(unknown, project)
 		}
 	}
+	if err := lc.beginSlots(ctx, s, plan, c, b); err != nil {
+		return nil, err
+	}
 	if len(unknown) == 0 {
 		return plan, nil
 	}
@@ -178,16 +185,10 @@ func (lc *liveCounts) begin(ctx context.Context, s *Store, c uint64, b fold.Batc
 // and writes them.
 func (lc *liveCounts) finish(ctx context.Context, s *Store, plan *countPlan, l uint64) error {
 	c := plan.from
-	live := func(r fold.PersonRow, t uint64) int64 {
-		if fold.CreatedSeq(r.ID) <= t && !(r.IsDeleted && r.Version <= t) {
-			return 1
-		}
-		return 0
-	}
 	for project, k := range plan.base {
 		n := int64(k.live)
 		for _, r := range plan.persons[project] {
-			n += live(r, l) - live(r, c)
+			n += liveAt(r, l) - liveAt(r, c)
 			if r.CreatedAt.After(k.newest) {
 				k.newest = r.CreatedAt
 			}
@@ -211,6 +212,19 @@ func (lc *liveCounts) finish(ctx context.Context, s *Store, plan *countPlan, l u
 			plan.newDirty[project] = dirty[project]
 		}
 	}
+	if err := lc.finishSlots(ctx, s, plan, l); err != nil {
+		return err
+	}
+	// The slots and the count go together: a reader finding them apart
+	// (slots not adding up to the count) takes the windows' path, and each
+	// row is right as of its version whichever lands first.
+	return concurrently(
+		func() error { return s.writeSlots(ctx, plan.slots, l) },
+		func() error { return s.writeCounts(ctx, plan, l) })
+}
+
+// writeCounts writes the batch's changed project counts.
+func (s *Store) writeCounts(ctx context.Context, plan *countPlan, l uint64) error {
 	// A batch that only changes persons (a PATCH, $set on known ids)
 	// leaves the counts as its stored rows say: writing them again would
 	// cost an insert round trip on every API write (G6) for nothing, as a
@@ -247,6 +261,7 @@ func (lc *liveCounts) commit(plan *countPlan, l uint64) {
 	for project, k := range plan.rows {
 		lc.known[project] = k
 	}
+	lc.commitSlots(plan)
 	lc.dirty, lc.committed, lc.unsure = plan.newDirty, l, false
 }
 
@@ -320,5 +335,6 @@ func (s *Store) ForgetCounts(consumer string) {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	clear(lc.known)
+	clear(lc.slots)
 	lc.unsure = true
 }

@@ -115,7 +115,7 @@ func (q ListQuery) where(grams []string) (string, []any) {
 func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
 	ctx = readCtx(ctx)
 	if q.unfiltered() && q.Limit > 0 {
-		list, total, ok, err := s.listUnfiltered(ctx, q)
+		list, total, ok, err := s.listUnfiltered(ctx, q, true)
 		if ok || err != nil {
 			return list, total, err
 		}

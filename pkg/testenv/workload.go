@@ -143,6 +143,7 @@ func Snapshot(t testing.TB, store *chstore.Store) string {
 		"SELECT project_id, distinct_id, event, timestamp, uuid, person_id, seq FROM events_by_distinct_id FINAL ORDER BY seq, distinct_id",
 		orderKeysSQL,
 		countsSQL,
+		slotsSQL,
 		bucketsSQL,
 	}
 	checkListTables(t, store)
@@ -177,6 +178,13 @@ const (
 		HAVING argMax(is_deleted, version) = 0 ORDER BY project_id, rank, rid`
 	countsSQL     = `SELECT project_id, argMax(live, version) AS n FROM person_counts GROUP BY project_id HAVING n > 0 ORDER BY project_id`
 	liveCountsSQL = `SELECT project_id, count() FROM (` + livePersonKeysSQL + `) GROUP BY project_id ORDER BY project_id`
+	// The live persons per slot of 16384 ranks (schema 0015), from
+	// person_windows and from the persons rows: a deep page skips slots by
+	// these counts, so a wrong one moves every page after it.
+	slotsSQL = `SELECT project_id, slot, argMax(live, version) AS n FROM person_windows
+		GROUP BY project_id, slot HAVING n > 0 ORDER BY project_id, slot`
+	liveSlotsSQL = `SELECT project_id, toUInt32(intDiv(rank, 16384)) AS slot, count() FROM (` + livePersonKeysSQL + `)
+		GROUP BY project_id, slot ORDER BY project_id, slot`
 	// Each bucket of person ids and its highest version (schema 0013),
 	// and the same from the persons rows: values/ misses a change when a
 	// bucket's version is below a persons row's.
@@ -205,6 +213,9 @@ func checkListTables(t testing.TB, store *chstore.Store) {
 	}
 	if got, want := queryText(t, store, countsSQL), queryText(t, store, liveCountsSQL); got != want {
 		t.Errorf("person_counts is not the live persons' count: %s", FirstDiff(got, want))
+	}
+	if got, want := queryText(t, store, slotsSQL), queryText(t, store, liveSlotsSQL); got != want {
+		t.Errorf("person_windows is not the live persons' count per slot: %s", FirstDiff(got, want))
 	}
 	if got, want := queryText(t, store, bucketsSQL), queryText(t, store, personBucketsSQL); got != want {
 		t.Errorf("person_buckets is not the persons' highest version per bucket: %s", FirstDiff(got, want))
