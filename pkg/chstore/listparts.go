@@ -3,6 +3,7 @@ package chstore
 import (
 	"cmp"
 	"context"
+	"math"
 	"slices"
 	"sync"
 
@@ -20,9 +21,12 @@ import (
 //
 //   - it was read from L (L holds no other row of it), or
 //   - the newest row seen is newer than every row of L (L's highest
-//     version, kept per part name: a part never changes);
+//     version, kept per part name since a part never changes, and
+//     computed only when more than checkByKeyMax candidates need it);
 //
-// the others are verified by key as before (dropStale). Each step stays
+// the others are verified by key as before (dropStale). Right after a
+// large fill most rows are outside any merged part; then (outsideShare)
+// every candidate is verified by key, as before. Each step stays
 // exact when parts change under it: a merge that absorbs L makes the
 // outside read return every row (slow, still right), and a write after
 // the candidates' read lands outside L.
@@ -37,41 +41,62 @@ type partVersions struct {
 	max map[string]uint64
 }
 
+// outsideShare bounds the rows outside the merged part, as a fraction of
+// its own (1/outsideShare): past it (just after a large fill, while
+// merges catch up) reading them would cost more than verifying by key.
+const outsideShare = 8
+
+// checkByKeyMax is the number of candidates outside the merged part worth
+// verifying by key before computing the part's highest version (a scan of
+// its version column, once per part).
+const checkByKeyMax = 1024
+
 // largestMergedPart names the active merged part of persons with the most
-// rows and its highest version, or "" when there is none.
-func (s *Store) largestMergedPart(ctx context.Context) (string, uint64, error) {
-	rows, err := s.conn.Query(ctx, `SELECT name FROM system.parts
-		WHERE database = currentDatabase() AND table = 'persons' AND active AND level > 0
-		ORDER BY rows DESC, name LIMIT 1`)
-	if err != nil {
-		return "", 0, err
-	}
-	defer rows.Close()
+// rows, or "" when there is none or the rows outside it are too many.
+func (s *Store) largestMergedPart(ctx context.Context) (string, error) {
 	var name string
-	for rows.Next() {
-		if err := rows.Scan(&name); err != nil {
-			return "", 0, err
-		}
+	var rows, total uint64
+	err := s.conn.QueryRow(ctx, `SELECT argMaxIf(name, rows, level > 0), maxIf(rows, level > 0), sum(rows)
+		FROM system.parts WHERE database = currentDatabase() AND table = 'persons' AND active`).Scan(&name, &rows, &total)
+	if err != nil || rows == 0 || (total-rows)*outsideShare > rows {
+		return "", err
 	}
-	if err := rows.Err(); err != nil || name == "" {
-		return "", 0, err
-	}
+	return name, nil
+}
+
+// partMax returns the highest version of part, computed once per part.
+func (s *Store) partMax(ctx context.Context, part string) (uint64, error) {
 	s.parts.mu.Lock()
-	v, ok := s.parts.max[name]
+	v, ok := s.parts.max[part]
 	s.parts.mu.Unlock()
 	if ok {
-		return name, v, nil
+		return v, nil
 	}
-	if err := s.conn.QueryRow(ctx, "SELECT max(version) FROM persons WHERE _part = ?", name).Scan(&v); err != nil {
-		return "", 0, err
+	if err := s.conn.QueryRow(ctx, "SELECT max(version) FROM persons WHERE _part = ?", part).Scan(&v); err != nil {
+		return 0, err
 	}
 	s.parts.mu.Lock()
 	defer s.parts.mu.Unlock()
 	if len(s.parts.max) >= 64 { // merged away long ago, most of them
 		clear(s.parts.max)
 	}
-	s.parts.max[name] = v
-	return name, v, nil
+	s.parts.max[part] = v
+	return v, nil
+}
+
+// settleOutside settles cands against the rows outside part (settle),
+// knowing part's highest version only when enough candidates need it.
+func (s *Store) settleOutside(ctx context.Context, cands []propCandidate, outside []outsideRow, part string) (live, check []propCandidate, err error) {
+	live, check = settle(cands, outside, math.MaxUint64) // L may hold any version
+	if len(check) <= checkByKeyMax {
+		return live, check, nil
+	}
+	max, err := s.partMax(ctx, part)
+	if err != nil {
+		return nil, nil, err
+	}
+	live, check = settle(cands, outside, max)
+	return live, check, nil
 }
 
 // outsideRow is a row of the project outside the merged part.

@@ -51,7 +51,7 @@ func (q ListQuery) propertiesOnly() bool {
 
 // listByProperties answers a page of a properties-only filter.
 func (s *Store) listByProperties(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
-	part, partMax, err := s.largestMergedPart(ctx)
+	part, err := s.largestMergedPart(ctx)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: parts: %w", err)
 	}
@@ -74,7 +74,9 @@ func (s *Store) listByProperties(ctx context.Context, q ListQuery) ([]PersonReco
 		if err == nil && out.err != nil {
 			err = out.err
 		}
-		settled, check = settle(cands, out.rows, partMax)
+		if err == nil {
+			settled, check, err = s.settleOutside(ctx, cands, out.rows, part)
+		}
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: candidates: %w", err)
