@@ -39,6 +39,7 @@ type propCandidate struct {
 	id, version uint64
 	createdAt   uint32 // unix seconds, as created_at is stored
 	stale       bool   // the person's newest row does not match
+	inPart      bool   // read from the largest merged part (listparts.go)
 }
 
 // propertiesOnly reports whether q filters by properties and nothing else,
@@ -50,7 +51,33 @@ func (q ListQuery) propertiesOnly() bool {
 
 // listByProperties answers a page of a properties-only filter.
 func (s *Store) listByProperties(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
-	cands, err := s.propCandidates(ctx, q.ProjectID, q.Properties)
+	part, err := s.largestMergedPart(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list persons: parts: %w", err)
+	}
+	// The rows outside the merged part are read while the candidates are.
+	type outsideRows struct {
+		rows []outsideRow
+		err  error
+	}
+	outside := make(chan outsideRows, 1)
+	if part != "" {
+		go func() {
+			rows, err := s.rowsOutside(ctx, q.ProjectID, q.Properties, part)
+			outside <- outsideRows{rows, err}
+		}()
+	}
+	cands, err := s.propCandidates(ctx, q.ProjectID, q.Properties, part)
+	settled, check := []propCandidate(nil), cands
+	if part != "" {
+		out := <-outside // always received: the goroutine ends before we return
+		if err == nil && out.err != nil {
+			err = out.err
+		}
+		if err == nil {
+			settled, check, err = s.settleOutside(ctx, cands, out.rows, part)
+		}
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: candidates: %w", err)
 	}
@@ -68,7 +95,7 @@ func (s *Store) listByProperties(ctx context.Context, q ListQuery) ([]PersonReco
 		list, err := s.materialiseWhere(ctx, q.ProjectID, guess, q.Properties)
 		read <- result{list, err}
 	}()
-	live, err := s.dropStale(ctx, q.ProjectID, q.Properties, cands)
+	live, err := s.dropStale(ctx, q.ProjectID, q.Properties, check)
 	page := <-read // always received: the goroutine ends before we return
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: verify: %w", err)
@@ -76,6 +103,7 @@ func (s *Store) listByProperties(ctx context.Context, q ListQuery) ([]PersonReco
 	if page.err != nil {
 		return nil, 0, page.err
 	}
+	live = append(live, settled...)
 	ids := pageIDs(sortedForList(live), q)
 	if slices.Equal(ids, guess) {
 		return page.list, uint64(len(live)), nil
@@ -109,13 +137,14 @@ func pageIDs(ordered []propCandidate, q ListQuery) []uint64 {
 }
 
 // propCandidates returns the newest matching row of each person that has
-// one and whose newest matching row is live, ordered by id.
-func (s *Store) propCandidates(ctx context.Context, projectID uint64, f propfilter.Clause) ([]propCandidate, error) {
+// one and whose newest matching row is live, ordered by id, each marked
+// when read from part (none when part is "").
+func (s *Store) propCandidates(ctx context.Context, projectID uint64, f propfilter.Clause, part string) ([]propCandidate, error) {
 	// is_deleted is read for the matching rows only, not tested in
 	// PREWHERE for every row: a person's deletion is final, so a matching
 	// tombstone newer than its matching live rows ends it.
-	rows, err := s.conn.Query(ctx, "SELECT id, version, toUInt32(created_at), is_deleted FROM persons PREWHERE project_id = ? AND "+f.SQL,
-		append([]any{projectID}, f.Args...)...)
+	rows, err := s.conn.Query(ctx, "SELECT id, version, toUInt32(created_at), is_deleted, _part = ? FROM persons PREWHERE project_id = ? AND "+f.SQL,
+		append([]any{part, projectID}, f.Args...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -123,11 +152,11 @@ func (s *Store) propCandidates(ctx context.Context, projectID uint64, f propfilt
 	var out []propCandidate
 	for rows.Next() {
 		var c propCandidate
-		var deleted uint8
-		if err := rows.Scan(&c.id, &c.version, &c.createdAt, &deleted); err != nil {
+		var deleted, inPart uint8
+		if err := rows.Scan(&c.id, &c.version, &c.createdAt, &deleted, &inPart); err != nil {
 			return nil, err
 		}
-		c.stale = deleted == 1
+		c.stale, c.inPart = deleted == 1, inPart == 1
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
