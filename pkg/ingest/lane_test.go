@@ -2,8 +2,10 @@ package ingest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -17,9 +19,9 @@ import (
 )
 
 // publishBacklog publishes msgs without waiting for each ack (a capture
-// burst), over projects 1..3 as PublishWorkload does, and returns the
-// last stream sequence.
-func publishBacklog(t *testing.T, js jetstream.JetStream, first int, msgs []testenv.Message) uint64 {
+// burst), over projects 1..projects (3: as PublishWorkload does), and
+// returns the last stream sequence.
+func publishBacklog(t *testing.T, js jetstream.JetStream, first, projects int, msgs []testenv.Message) uint64 {
 	t.Helper()
 	ctx := context.Background()
 	if err := stream.Ensure(ctx, js, stream.Config{}); err != nil {
@@ -31,9 +33,9 @@ func publishBacklog(t *testing.T, js jetstream.JetStream, first int, msgs []test
 		i := first + j
 		id := uuid.NewSHA1(uuid.NameSpaceURL, []byte(fmt.Sprint(i))).String()
 		ts := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second)
-		subject := stream.Subject(uint64(1 + i%3))
+		subject := stream.Subject(uint64(1 + i%projects))
 		if m.Command {
-			subject = stream.CommandSubject(uint64(1 + i%3))
+			subject = stream.CommandSubject(uint64(1 + i%projects))
 		}
 		msg := nats.NewMsg(subject)
 		msg.Data = []byte(fmt.Sprintf(`{"uuid":%q,"timestamp":%q,%s`, id, ts.Format(time.RFC3339), m.Body[1:]))
@@ -87,7 +89,7 @@ func TestWriteLanePassesTheBacklog(t *testing.T) {
 		backlog[k] = testenv.Message{Body: fmt.Sprintf(`{"event":"e","distinct_id":"b%d","$set":{"n":%d}}`, k%5000, k)}
 	}
 	backlog[2999] = testenv.Message{Body: `{"event":"e","distinct_id":"a","$set":{"x":3}}`} // project 1, queued before the write
-	last := publishBacklog(t, n.JS, 1, backlog)
+	last := publishBacklog(t, n.JS, 1, 3, backlog)
 	ack, err := testenv.Publish(context.Background(), n.JS, 1, testenv.Message{
 		Body:    `{"event":"$set","distinct_id":"a","$set":{"x":2},"properties":{"$actor":{"key_id":"k","organization_id":"o"}}}`,
 		Command: true}, uuid.NewString(), time.Date(2026, 4, 2, 0, 0, 0, 0, time.UTC))
@@ -147,7 +149,7 @@ func TestWriteLaneOffKeepsTheLogOrder(t *testing.T) {
 	for k := range backlog {
 		backlog[k] = testenv.Message{Body: fmt.Sprintf(`{"event":"e","distinct_id":"b%d"}`, k)}
 	}
-	publishBacklog(t, n.JS, 1, backlog)
+	publishBacklog(t, n.JS, 1, 3, backlog)
 	ack, err := testenv.Publish(context.Background(), n.JS, 1, testenv.Message{
 		Body:    `{"event":"$set","distinct_id":"a","$set":{"x":2},"properties":{"$actor":{"key_id":"k","organization_id":"o"}}}`,
 		Command: true}, uuid.NewString(), time.Now())
@@ -183,7 +185,7 @@ func TestWriteLaneCrashesAndRebuilds(t *testing.T) {
 		runUntil(t, cfg, n.JS, store, last)
 		dying := newDyingStore(store, 3, c.rows)
 		cancel, done := startIngester(t, cfg, n.JS, dying)
-		last = publishBacklog(t, n.JS, 60, testenv.Workload(c.seed+100, 400, 15))
+		last = publishBacklog(t, n.JS, 60, 3, testenv.Workload(c.seed+100, 400, 15))
 		select {
 		case <-dying.dead:
 		case <-time.After(time.Minute):
@@ -217,4 +219,104 @@ func laneRecords(t *testing.T, js jetstream.JetStream) uint64 {
 		t.Fatal(err)
 	}
 	return info.State.Msgs
+}
+
+// TestWriteLanePartitions: three partitions, each with its lane, record
+// on their own subjects, each only commands of its own projects, and a
+// rebuild by three ingesters with the lane off equals the run.
+func TestWriteLanePartitions(t *testing.T) {
+	const parts = 3
+	n := testenv.StartNATS(t, "")
+	store := testenv.ClickHouse(t)
+	if err := stream.Ensure(context.Background(), n.JS, stream.Config{Partitions: parts}); err != nil {
+		t.Fatal(err)
+	}
+	first := publishSpread(t, n.JS, 0, testenv.Workload(5, 80, 12), parts)
+	var stops []func()
+	for k := range parts {
+		cfg := partitioned("laned", k, parts)
+		cfg.WriteLane, cfg.BatchSize = true, 16
+		cancel, done := startIngester(t, cfg, n.JS, store)
+		stops = append(stops, func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("partition %d: %v", k, err)
+			}
+		})
+	}
+	for k := range parts {
+		testenv.WaitCommitted(t, store, stream.ConsumerName("laned", k, parts), first[k], 3*time.Minute)
+	}
+	last := publishBacklog(t, n.JS, 80, spreadProjects, testenv.Workload(6, 600, 12))
+	for k := range parts {
+		testenv.WaitCommitted(t, store, stream.ConsumerName("laned", k, parts), lastOfPartition(t, n.JS, k, parts, last), 3*time.Minute)
+	}
+	for _, stop := range stops {
+		stop()
+	}
+	s, err := n.JS.Stream(context.Background(), LaneStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := n.JS.Stream(context.Background(), stream.Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(LanePrefix+">"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.State.Subjects) < 2 {
+		t.Fatalf("records on %v; want a subject per partition that took commands (at least two)", info.State.Subjects)
+	}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		rec, err := s.GetMsg(context.Background(), seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r laneRecord
+		if err := json.Unmarshal(rec.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		cmd, err := events.GetMsg(context.Background(), r.Seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := strconv.Atoi(rec.Subject[len(LanePrefix):])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mine, _, command, _ := stream.Route(cmd.Subject, k, parts); !mine || !command {
+			t.Fatalf("record of %d (%s) on %s: not a command of that partition", r.Seq, cmd.Subject, rec.Subject)
+		}
+	}
+	rebuilt := testenv.ClickHouse(t)
+	ends := make([]uint64, parts)
+	for k := range parts {
+		ends[k] = lastOfPartition(t, n.JS, k, parts, last)
+	}
+	runPartitions(t, n.JS, rebuilt, "rebuild", parts, ends)
+	if got, want := testenv.Snapshot(t, rebuilt), testenv.Snapshot(t, store); got != want {
+		t.Fatalf("a rebuild of 3 partitions differs from the laned run (%v records):\n%s", info.State.Subjects, testenv.FirstDiff(got, want))
+	}
+}
+
+// lastOfPartition is the last stream sequence at or below last of a
+// project in partition k of n.
+func lastOfPartition(t *testing.T, js jetstream.JetStream, k, n int, last uint64) uint64 {
+	t.Helper()
+	s, err := js.Stream(context.Background(), stream.Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := last; seq > 0; seq-- {
+		m, err := s.GetMsg(context.Background(), seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mine, _, _, _ := stream.Route(m.Subject, k, n); mine {
+			return seq
+		}
+	}
+	return 0
 }
