@@ -313,7 +313,7 @@ func (i *Ingester) withLane(batch []*pending, inputs []fold.Input) []fold.Input 
 // the batch's end must have been written by a fold that took its commands.
 func (i *Ingester) takeLane(ctx context.Context, last uint64) ([]chstore.EventRow, error) {
 	l := i.lane
-	if l == nil || l.cons == nil || !l.live.Load() || last <= l.lastAfter || last <= i.intents.overlap {
+	if l == nil || l.cons == nil {
 		return nil, nil
 	}
 	l.mu.Lock()
@@ -321,9 +321,14 @@ func (i *Ingester) takeLane(ctx context.Context, last uint64) ([]chstore.EventRo
 	for k < len(l.queue) && l.queue[k].seq <= last {
 		k++ // the main consumer folds them in place
 	}
+	// Dropped even when nothing is taken: a rebuild catching up must
+	// not hold every command of the log.
 	l.queue = l.queue[k:]
 	queue := slices.Clone(l.queue[:min(len(l.queue), laneTakeMax)])
 	l.mu.Unlock()
+	if !l.live.Load() || last <= l.lastAfter || last <= i.intents.overlap {
+		return nil, nil
+	}
 	var taken []fold.Input
 	var rows []chstore.EventRow
 	for _, m := range queue {
