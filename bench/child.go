@@ -51,6 +51,7 @@ func childMain(args []string) error {
 	fs.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "ingest BatchSize")
 	fs.DurationVar(&cfg.BatchWait, "batch-wait", cfg.BatchWait, "ingest BatchWait")
 	fs.IntVar(&cfg.MaxCachedPersons, "max-cached-persons", cfg.MaxCachedPersons, "ingest MaxCachedPersons")
+	fs.BoolVar(&cfg.WriteLane, "write-lane", cfg.WriteLane, "ingest WriteLane")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -162,7 +163,7 @@ func startIngester(natsURL, chAddr, db, logPath string, cfg ingest.Config) (*ing
 	}
 	cmd := exec.Command(exe, childCommand, "-nats-url", natsURL, "-clickhouse-addr", chAddr, "-database", db,
 		"-log", logPath, "-batch-size", strconv.Itoa(cfg.BatchSize), "-batch-wait", cfg.BatchWait.String(),
-		"-max-cached-persons", strconv.Itoa(cfg.MaxCachedPersons))
+		"-max-cached-persons", strconv.Itoa(cfg.MaxCachedPersons), "-write-lane="+strconv.FormatBool(cfg.WriteLane))
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()

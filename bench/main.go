@@ -68,6 +68,7 @@ type options struct {
 	keep       bool
 	only       string // "": every phase; "g1": raw consume and ingest only; "g10": ingest and fill, then G10 alone; "g5": then the reads and G5f; "g9": G9 alone
 	g5fSizes   string // comma-separated persons, overriding the plan's G5f sizes
+	writeLane  bool   // the ingester's -write-lane
 }
 
 func main() {
@@ -81,6 +82,7 @@ func main() {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.BoolVar(&o.quick, "quick", false, "small dataset (~50k events), under two minutes")
+	fs.BoolVar(&o.writeLane, "write-lane", false, "run the ingester with its write lane (-write-lane): API writes folded ahead of the capture backlog (G6)")
 	fs.StringVar(&o.out, "out", "bench/results", "folder for the JSON results and profiles")
 	fs.Uint64Var(&o.seed, "seed", 42, "dataset seed")
 	fs.DurationVar(&o.soak, "soak", -1, "soak duration (default 10m in full mode, none in quick mode; 0 skips)")
@@ -175,6 +177,7 @@ func run(ctx context.Context, o options) error {
 	}
 	s := &session{o: o, p: p, res: res, lg: lg, tmp: tmp, ch: ch, n: n, profile: profile,
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: ingest.DefaultConfig()}
+	s.cfg.WriteLane = o.writeLane
 	res.Ingester = s.cfg
 	err = s.run(ctx)
 	s.close()

@@ -158,6 +158,7 @@ func run() error {
 	// 3. Ingester and API, each stopping in order on Ctrl-C.
 	reg := prometheus.NewRegistry()
 	ingCfg := ingest.DefaultConfig()
+	ingCfg.WriteLane = appconfig.Env("INGESTER_WRITE_LANE", "") == "true"
 	// Enabled transformations run on every event before the fold.
 	if ingCfg.Hook, err = transform.NewIngestHook(ctx, js, 1, root.With("component", "ingester"), reg); err != nil {
 		return err

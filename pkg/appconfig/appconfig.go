@@ -71,6 +71,21 @@ func (e *EnvReader) Duration(name string, def time.Duration) time.Duration {
 	return d
 }
 
+// Bool returns the variable as a bool (strconv.ParseBool: true, false,
+// 1, 0, ...), or def when it is unset or empty.
+func (e *EnvReader) Bool(name string, def bool) bool {
+	v, ok := e.lookup(name)
+	if !ok {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: not a bool (true or false)", name, v))
+		return def
+	}
+	return b
+}
+
 func (e *EnvReader) lookup(name string) (string, bool) {
 	v := strings.TrimSpace(os.Getenv(name))
 	return v, v != ""

@@ -24,6 +24,12 @@ type Input struct {
 	// (JetStream delivered it more than once). Only then can the store
 	// hold rows written by this very event, which the fold must look for.
 	Redelivered bool
+	// Origin, when not zero, is the message's own stream sequence for a
+	// command folded ahead of its place in the log (the write lane,
+	// lane.go): Seq is then the sequence it was applied after, which
+	// versions its rows, and Origin names what is the message's own (its
+	// events row, its deletion request).
+	Origin uint64
 	// did is the state of the event's distinct id, found by Prepare so
 	// that Apply need not search the cache again; valid while epoch is
 	// the Folder's (ownDID).

@@ -30,7 +30,7 @@ func (f *Folder) resetDistinctID(ctx context.Context, in Input) (Resolved, error
 		return Resolved{}, nil
 	}
 	p, err := f.personOf(ctx, in.ProjectID, d)
-	if err != nil || p == nil || deletedBefore(p, in.Seq) {
+	if err != nil || p == nil || deletedBefore(p, &in) {
 		return Resolved{}, err
 	}
 	before := slices.Clone(p.row.DistinctIDs)

@@ -60,7 +60,9 @@ func (f *Folder) personByID(ctx context.Context, in Input, id uint64) (*personSt
 		return nil, err
 	}
 	p := f.persons[personKey{in.ProjectID, id}]
-	if p == nil || createdSeq(p.row.ID) >= in.Seq {
+	if p == nil || createdSeq(p.row.ID) > in.Seq || createdSeq(p.row.ID) == in.Seq && in.Origin == 0 {
+		// A lane command applied after the event that created the
+		// person (Seq = that event's) finds it.
 		return nil, nil
 	}
 	return p, nil
@@ -70,7 +72,11 @@ func (f *Folder) personByID(ctx context.Context, in Input, id uint64) (*personSt
 // event at seq. A redelivery may read p deleted by a later event of the
 // batch, at a higher version: at seq, p was live. Deleted rows never
 // change again, so their version is the deleting event's.
-func deletedBefore(p *personState, seq uint64) bool { return p.row.IsDeleted && p.row.Version < seq }
+// A lane command (Origin set) applied after seq also finds a deletion
+// at seq itself done before it.
+func deletedBefore(p *personState, in *Input) bool {
+	return p.row.IsDeleted && (p.row.Version < in.Seq || p.row.Version == in.Seq && in.Origin != 0)
+}
 
 // deletePerson folds $delete_person: the person named by $person_id and
 // every distinct id it owns get tombstones. A distinct id seen again later
@@ -90,7 +96,7 @@ func (f *Folder) deletePerson(ctx context.Context, in Input) (Resolved, error) {
 	case p.row.IsDeleted && p.row.Version == in.Seq:
 		// Redelivered after a crash: the person row was written;
 		// finish the distinct ids below.
-	case p.row.IsDeleted || in.Seq <= p.row.Version:
+	case p.row.IsDeleted || in.Seq <= p.row.Version && !p.dirtyAt(in.Seq):
 		// Deleted before, or merged away: nothing to do.
 		return res, nil
 	default:
@@ -100,7 +106,7 @@ func (f *Folder) deletePerson(ctx context.Context, in Input) (Resolved, error) {
 		if ev.Properties[event.PropDeleteEvents] == true {
 			f.deletions = append(f.deletions, DeletionRequest{
 				ProjectID: in.ProjectID, PersonID: p.row.ID, PersonUUID: p.row.UUID,
-				RequestSeq: in.Seq, RequestedAt: ev.Timestamp, Version: RequestVersion(in.Seq),
+				RequestSeq: in.Own(), RequestedAt: ev.Timestamp, Version: RequestVersion(in.Own()),
 			})
 		}
 		p.row.IsDeleted = true
@@ -132,12 +138,12 @@ func (f *Folder) deletePersonEvents(ctx context.Context, in Input) (Resolved, er
 	if err != nil || p == nil {
 		return Resolved{}, err
 	}
-	if deletedBefore(p, in.Seq) {
+	if deletedBefore(p, &in) {
 		return Resolved{}, nil
 	}
 	f.deletions = append(f.deletions, DeletionRequest{
 		ProjectID: in.ProjectID, PersonID: p.row.ID, PersonUUID: p.row.UUID,
-		RequestSeq: in.Seq, RequestedAt: in.Event.Timestamp, Version: RequestVersion(in.Seq),
+		RequestSeq: in.Own(), RequestedAt: in.Event.Timestamp, Version: RequestVersion(in.Own()),
 	})
 	// Recorded again on a redelivery, like the request: the entry's id is
 	// the event's uuid, so it is the same entry.
@@ -167,7 +173,7 @@ func CreatedSeq(id uint64) uint64 {
 func (f *Folder) tombstone(in Input, distinctID string, owner uint64) {
 	k := didKey{in.ProjectID, distinctID}
 	d := f.dids[k]
-	if d != nil && (d.row.Version >= in.Seq || d.row.IsDeleted || d.row.PersonID != owner) {
+	if d != nil && (d.ahead(in) || d.row.IsDeleted || d.row.PersonID != owner) {
 		return
 	}
 	next := &didState{row: DistinctIDRow{ProjectID: in.ProjectID, DistinctID: distinctID, PersonID: owner, IsDeleted: true, Version: in.Seq}, dirty: true}
@@ -192,7 +198,7 @@ func (f *Folder) splitPerson(ctx context.Context, in Input) (Resolved, error) {
 		return Resolved{}, nil
 	}
 	p, err := f.personByID(ctx, in, id)
-	if err != nil || p == nil || deletedBefore(p, in.Seq) {
+	if err != nil || p == nil || deletedBefore(p, &in) {
 		return Resolved{}, err
 	}
 	list := splitIDs(ev)

@@ -48,6 +48,11 @@ func (i *Ingester) unwritten(ctx context.Context, events []chstore.EventRow) ([]
 		return events, nil
 	}
 	first, last := events[0].Seq, events[len(events)-1].Seq
+	for _, e := range events {
+		// A write lane command's row (its own sequence, beyond the
+		// batch's) may sit anywhere in a refolded batch (lane.go).
+		first, last = min(first, e.Seq), max(last, e.Seq)
+	}
 	if last > i.intents.claimed {
 		through := last + uint64(i.cfg.BatchSize)
 		if err := i.store.WriteIntent(ctx, i.cfg.Consumer, first, through); err != nil {

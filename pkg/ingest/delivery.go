@@ -143,6 +143,11 @@ func (i *Ingester) collect(ctx context.Context, iter jetstream.MessagesContext, 
 	short := func() bool { return len(batch) > 0 && batch[len(batch)-1].seq < through }
 	for len(batch) < i.cfg.BatchSize || short() {
 		opts, waiting, stopCaught := block, false, context.CancelFunc(nil)
+		if len(batch) > 0 && !short() && i.laneWaiting(batch[len(batch)-1].seq) {
+			// A command the write lane may take came: it is folded at
+			// this batch's end (lane.go), so end it now.
+			break
+		}
 		if len(batch) > 0 && !short() {
 			if !time.Now().Before(deadline) || ctx.Err() != nil {
 				break

@@ -47,7 +47,7 @@ func (i *Ingester) transform(ctx context.Context, batch []*pending, inputs []fol
 	}
 	hin := make([]HookInput, 0, len(inputs))
 	for _, p := range batch {
-		if !p.skip && p.dead == "" {
+		if p.foldable() {
 			hin = append(hin, HookInput{Input: p.in, Command: p.command})
 		}
 	}

@@ -71,6 +71,9 @@ type Config struct {
 	// no bound. A fold rule: replays must use the same value to get the
 	// same persons.
 	MaxPersonBytes int
+	// WriteLane folds API commands ahead of the capture backlog, in the
+	// order its records in the log say (lane.go).
+	WriteLane bool
 	// Hook, when set, transforms each batch's events before the fold
 	// (hook.go). Not a setting: the composition root sets it.
 	Hook Hook
@@ -166,6 +169,8 @@ type Ingester struct {
 	// dropDelivery, set by tests only, makes collect lose a delivered
 	// message as the client does when its buffer is full.
 	dropDelivery func(seq uint64) bool
+	// lane is the write lane, nil when off (lane.go).
+	lane *lane
 	// slab hands out pendings (newPending): one allocation per
 	// slabSize messages instead of one each.
 	slab []pending
@@ -218,7 +223,10 @@ type pending struct {
 	// a legacy one, see Config.LegacyCommandsUntil), so it may carry
 	// reserved names.
 	command bool
-	dead    string // reason, when the message goes to the dead-letter stream
+	// laned: a command the write lane folded ahead (lane.go): only
+	// acknowledged here.
+	laned bool
+	dead  string // reason, when the message goes to the dead-letter stream
 }
 
 // Run consumes until ctx is cancelled. On cancellation it stops pulling,
@@ -280,6 +288,11 @@ func (i *Ingester) run(ctx context.Context) error {
 	if err := i.recover(ctx); err != nil {
 		return err
 	}
+	err = i.whileUnavailable(ctx, "start the write lane", func() error { return i.startLane(ctx) })
+	if err != nil {
+		return stopped(ctx, err)
+	}
+	defer i.stopLane()
 	var iter jetstream.MessagesContext
 	err = i.whileUnavailable(ctx, "create the consumer", func() (err error) {
 		iter, err = i.subscribe(ctx)
@@ -421,6 +434,9 @@ func (i *Ingester) processUntilDone(ctx context.Context, batch []*pending) error
 		if err := i.recover(gctx); err != nil {
 			return fmt.Errorf("shutting down with an uncommitted batch (not acknowledged): %w", err)
 		}
+		if err := i.reloadLane(gctx); err != nil {
+			return fmt.Errorf("reload the write lane's records before a retry: %w", err)
+		}
 		for _, p := range batch {
 			p.skip = p.foreign || p.seq <= i.folder.Committed
 			p.in.Redelivered = true
@@ -528,9 +544,10 @@ func (e *extendError) Error() string {
 func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 	start := time.Now()
 	parseAll(batch)
+	i.markLaned(batch)
 	inputs := make([]fold.Input, 0, len(batch))
 	for _, p := range batch {
-		if !p.skip && p.dead == "" {
+		if p.foldable() {
 			inputs = append(inputs, p.in)
 		}
 	}
@@ -544,6 +561,13 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 	inputs, err := i.transform(ctx, batch, inputs)
 	if err != nil {
 		return err
+	}
+	if i.lane != nil {
+		inputs = i.withLane(batch, inputs)
+		foldable = foldable || len(inputs) > 0
+		if foldable && firstSeq == 0 {
+			firstSeq = inputs[0].Seq
+		}
 	}
 	if err := i.folder.Prepare(ctx, inputs); err != nil {
 		return err
@@ -562,6 +586,15 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 		// committing here would hide this batch's rows behind them.
 		i.folder.Reset()
 		return &extendError{through: through}
+	}
+	laned, err := i.takeLane(ctx, last)
+	if err != nil {
+		return err
+	}
+	events = append(events, laned...)
+	foldable = foldable || len(laned) > 0
+	if firstSeq == 0 && len(laned) > 0 {
+		firstSeq = last
 	}
 	folded := i.folder.Flush()
 	i.metrics.foldSeconds.Observe(time.Since(start).Seconds())
@@ -587,6 +620,7 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 			return err
 		}
 		i.folder.Committed = last
+		i.laneCommitted(ctx, last)
 		if err := i.repairIfDue(ctx, last); err != nil {
 			// Committed: the retry skips the batch and tries the
 			// repair again (recover).
@@ -601,6 +635,9 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 		i.metrics.personRows.Add(float64(len(folded.Persons)))
 		i.metrics.distinctIDRows.Add(float64(len(folded.DistinctIDs)))
 		i.metrics.warnings.Add(float64(len(folded.Warnings)))
+	}
+	if i.lane != nil && batch[len(batch)-1].last {
+		i.lane.live.Store(true) // caught up: commands from here on are new
 	}
 	// AckAll: acknowledging the last message acknowledges the batch.
 	if err := batch[len(batch)-1].msg.Ack(); err != nil {
@@ -637,12 +674,17 @@ func (i *Ingester) deadLetter(ctx context.Context, batch []*pending) error {
 	return nil
 }
 
-// eventRow is the events table row of a folded event.
+// foldable: the message is folded by this batch (not committed before,
+// not a dead letter, not a command the write lane folded ahead).
+func (p *pending) foldable() bool { return !p.skip && p.dead == "" && !p.laned }
+
+// eventRow is the events table row of a folded event (of its own
+// sequence: a lane command's row is its message's, wherever it was folded).
 func eventRow(in *fold.Input, res fold.Resolved) chstore.EventRow {
 	ev := &in.Event
 	return chstore.EventRow{
 		ProjectID: in.ProjectID, UUID: ev.UUID, Event: ev.Event, DistinctID: ev.DistinctID,
 		PersonID: res.PersonID, PersonUUID: res.PersonUUID, Timestamp: ev.Timestamp,
-		Properties: ev.StoredProperties(), Seq: in.Seq,
+		Properties: ev.StoredProperties(), Seq: in.Own(),
 	}
 }

@@ -5,7 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	events, batches, personRows, distinctIDRows, warnings, deadLettered, failures, gaps, eventLookups, eventsWritten, orderRepairs, leaseLosses prometheus.Counter
 	batchSize, foldSeconds, flushSeconds                                                                                                        prometheus.Histogram
-	lag, committed                                                                                                                              prometheus.Gauge
+	lag, committed, laneCommands                                                                                                                prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -42,5 +42,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		flushSeconds:   hist("flush_seconds", "Time to write a batch to ClickHouse.", prometheus.ExponentialBuckets(0.001, 2, 16)),
 		lag:            gauge("consumer_pending_messages", "Messages in the stream not yet delivered to the ingester."),
 		committed:      gauge("committed_sequence", "Last stream sequence committed to ClickHouse."),
+		laneCommands:   gauge("lane_sequence", "Last command the write lane folded ahead and committed (its stream sequence)."),
 	}
 }

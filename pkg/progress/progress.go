@@ -168,14 +168,20 @@ func (w *Watcher) Seq() uint64 {
 	return w.seq
 }
 
+// reached reports whether the watermark is at seq, and the channel closed
+// at its next advance.
+func (w *Watcher) reached(seq uint64) (bool, <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seq >= seq, w.changed
+}
+
 // Wait returns when the watermark reaches seq, or ErrTimeout after limit.
 func (w *Watcher) Wait(ctx context.Context, seq uint64, limit time.Duration) error {
 	timer := time.NewTimer(limit)
 	defer timer.Stop()
 	for {
-		w.mu.Lock()
-		done, ch := w.seq >= seq, w.changed
-		w.mu.Unlock()
+		done, ch := w.reached(seq)
 		if done {
 			return nil
 		}

@@ -1,0 +1,454 @@
+package ingest
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/event"
+	"github.com/personhub/personhub/pkg/fold"
+	"github.com/personhub/personhub/pkg/progress"
+	"github.com/personhub/personhub/pkg/stream"
+)
+
+// The write lane (docs/architecture.md, "The write lane"). A command on
+// commands.<project> waits behind every captured event published before
+// it; under a capture backlog that is seconds. With Config.WriteLane the
+// ingester reads its partition's command subjects ahead of the main
+// consumer (an ordered consumer) and, at the end of a batch folded up to
+// sequence P, folds the commands read so far (S > P) right after P. So
+// that a replay folds them at the same point, it first publishes one order
+// record per command, {seq: S, after: P}, to the stream WRITE_LANE
+// (subject lane.<consumer>, message id <consumer>-S) and awaits the acks,
+// before the batch's writes. Every fold of the range after that (a retry,
+// a restart, a replay into empty tables under the same consumer name)
+// folds S right after P and skips S where the main consumer delivers it.
+
+const (
+	// LaneStream holds the order records of the write lane.
+	LaneStream = "WRITE_LANE"
+	// LanePrefix starts the record subjects: lane.<consumer>.
+	LanePrefix = "lane."
+	// laneTakeMax bounds the commands one batch takes ahead.
+	laneTakeMax = 1000
+)
+
+// laneRecord says the command at stream sequence Seq was folded right
+// after the message at sequence After of the same consumer.
+type laneRecord struct {
+	Seq   uint64 `json:"seq"`
+	After uint64 `json:"after"`
+}
+
+// laneMsg is a command read ahead (or named by a record).
+type laneMsg struct {
+	seq     uint64
+	subject string
+	data    []byte
+}
+
+// lane is the write lane's state. queue is filled by the lane consumer's
+// goroutine; the rest is the batch loop's alone.
+type lane struct {
+	mu    sync.Mutex
+	queue []laneMsg
+	// newest is the highest sequence queued, blocked the command the
+	// lane last refused (not LaneReady): collect ends a batch early
+	// for a command the lane may take.
+	newest, blocked atomic.Uint64
+	// through: every command queued up to it was taken (or is not the
+	// lane's: another partition's, or taken before).
+	through atomic.Uint64
+	// live: the lane may take commands (startLane).
+	live atomic.Bool
+	cons jetstream.ConsumeContext
+
+	// after holds the recorded commands to fold right after a sequence
+	// above the commit point, ahead the commands recorded above it (the
+	// main consumer skips them). lastAfter is the highest recorded
+	// after: a batch ending there took its commands already.
+	after     map[uint64][]laneMsg
+	ahead     map[uint64]bool
+	lastAfter uint64
+	// taken is the highest command taken by a batch not yet committed;
+	// visible the lane watermark published.
+	taken, visible uint64
+}
+
+// LaneKey is the progress key of a consumer's lane watermark: every
+// command up to it that the lane took is visible (commands are taken in
+// sequence order; one the lane left behind is folded in place and waits
+// for the main watermark, progress.Partitions.Wait).
+func LaneKey(consumer string) string { return progress.LaneKey(consumer) }
+
+// laneSubject is the partition's record subject: records are facts of the
+// partition's log, followed by every consumer of it (a rebuild under
+// another name included), not of one consumer.
+func (i *Ingester) laneSubject() string { return LanePrefix + strconv.Itoa(i.cfg.Partition) }
+
+// startLane loads the order records above the commit point (always: a
+// fold with the lane off follows them too, so a rebuild gives what the
+// lane's run gave) and, with Config.WriteLane, starts reading the command
+// subjects from it. Called after recover, at every start of a lease's
+// tenure.
+func (i *Ingester) startLane(ctx context.Context) error {
+	i.stopLane()
+	l := &lane{after: map[uint64][]laneMsg{}, ahead: map[uint64]bool{}}
+	// A consumer that has committed takes commands at once: those it
+	// folded in place are below its commit point or inside a crashed
+	// write's range (takeLane waits past it). A fresh one (a rebuild)
+	// first catches up: the commands before that were folded in place by
+	// whichever fold wrote them, which no record says.
+	l.live.Store(i.folder.Committed > 0)
+	if err := i.loadLane(ctx, l); err != nil {
+		return err
+	}
+	i.lane = l
+	if !i.cfg.WriteLane {
+		return nil
+	}
+	filter := []string{stream.CommandsPrefix + ">"}
+	if n := i.cfg.Streams.Partitions; n > 1 {
+		k := strconv.Itoa(i.cfg.Partition)
+		filter = []string{stream.CommandsPrefix + k + ".*", stream.CommandsPrefix + "*"}
+	}
+	cons, err := i.js.OrderedConsumer(ctx, stream.Events, jetstream.OrderedConsumerConfig{
+		FilterSubjects: filter, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: i.folder.Committed + 1,
+	})
+	if err != nil {
+		return fmt.Errorf("write lane consumer: %w", err)
+	}
+	l.cons, err = cons.Consume(func(msg jetstream.Msg) {
+		meta, err := msg.Metadata()
+		if err != nil {
+			return
+		}
+		l.mu.Lock()
+		l.queue = append(l.queue, laneMsg{seq: meta.Sequence.Stream, subject: msg.Subject(), data: msg.Data()})
+		l.mu.Unlock()
+		l.newest.Store(meta.Sequence.Stream)
+	})
+	if err != nil {
+		return fmt.Errorf("write lane consume: %w", err)
+	}
+	return nil
+}
+
+func (i *Ingester) stopLane() {
+	if i.lane != nil && i.lane.cons != nil {
+		i.lane.cons.Stop()
+	}
+	i.lane = nil
+}
+
+// reloadLane reads the records again, before a retry: a duplicate record
+// (another fold of the partition recorded the command first) failed the
+// batch, and the record that stands must be followed.
+func (i *Ingester) reloadLane(ctx context.Context) error {
+	l := i.lane
+	if l == nil {
+		return nil
+	}
+	l.after, l.ahead, l.lastAfter = map[uint64][]laneMsg{}, map[uint64]bool{}, 0
+	return i.loadLane(ctx, l)
+}
+
+// loadLane reads the consumer's records: those above the commit point are
+// the commands the main consumer skips, and those applied after a
+// sequence above it are folded there again (with their bodies, read from
+// the events stream). The first record of a command stands.
+func (i *Ingester) loadLane(ctx context.Context, l *lane) error {
+	s, err := i.js.Stream(ctx, LaneStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if !i.cfg.WriteLane {
+			return nil // no lane ever ran: nothing to follow
+		}
+		s, err = i.js.CreateStream(ctx, jetstream.StreamConfig{Name: LaneStream, Subjects: []string{LanePrefix + ">"},
+			Storage: jetstream.FileStorage, Replicas: max(i.cfg.Streams.Replicas, 1), Duplicates: 10 * time.Minute,
+			Description: "personhub: the write lane's order records, where each API command taken ahead was folded"})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			s, err = i.js.Stream(ctx, LaneStream)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", LaneStream, err)
+	}
+	subj := i.laneSubject()
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return err
+	}
+	if info.State.Subjects[subj] == 0 {
+		return nil
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+	if err != nil {
+		return err
+	}
+	events, err := i.js.Stream(ctx, stream.Events)
+	if err != nil {
+		return err
+	}
+	seen := map[uint64]bool{}
+	for {
+		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			return fmt.Errorf("read %s: %w", LaneStream, err)
+		}
+		var rec laneRecord
+		if err := json.Unmarshal(msg.Data(), &rec); err != nil {
+			return fmt.Errorf("%s record: %w", LaneStream, err)
+		}
+		if !seen[rec.Seq] {
+			seen[rec.Seq] = true
+			if err := i.loadRecord(ctx, l, events, rec); err != nil {
+				return err
+			}
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return err
+		}
+		if meta.NumPending == 0 {
+			return nil
+		}
+	}
+}
+
+func (i *Ingester) loadRecord(ctx context.Context, l *lane, events jetstream.Stream, rec laneRecord) error {
+	l.lastAfter = max(l.lastAfter, rec.After)
+	if rec.Seq <= i.folder.Committed {
+		return nil
+	}
+	l.ahead[rec.Seq] = true
+	if rec.After <= i.folder.Committed {
+		return nil
+	}
+	raw, err := events.GetMsg(ctx, rec.Seq)
+	if err != nil {
+		return fmt.Errorf("command %d of a write lane record: %w", rec.Seq, err)
+	}
+	l.after[rec.After] = append(l.after[rec.After], laneMsg{seq: rec.Seq, subject: raw.Subject, data: raw.Data})
+	slices.SortFunc(l.after[rec.After], func(a, b laneMsg) int { return cmp.Compare(a.seq, b.seq) })
+	return nil
+}
+
+// markLaned marks the batch's commands the lane folded already.
+func (i *Ingester) markLaned(batch []*pending) {
+	for _, p := range batch {
+		p.laned = i.lane != nil && i.lane.ahead[p.seq]
+	}
+}
+
+// laneInputs is the recorded commands to fold right after p, as inputs.
+func (i *Ingester) laneInputs(p *pending) []fold.Input {
+	if i.lane == nil {
+		return nil
+	}
+	var out []fold.Input
+	for _, m := range i.lane.after[p.seq] {
+		if in, _, ok := i.laneInput(m, p.seq); ok {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// laneInput is the input of command m folded after seq. mine is false for
+// another partition's message (stored before the stream was partitioned),
+// ok false also for one that is not a well-formed command (the main
+// consumer dead-letters it).
+func (i *Ingester) laneInput(m laneMsg, after uint64) (in fold.Input, mine, ok bool) {
+	mine, project, command, err := stream.Route(m.subject, i.cfg.Partition, i.cfg.Streams.Partitions)
+	if !mine || err != nil || !command {
+		return fold.Input{}, mine, false
+	}
+	ev, err := event.Parse(m.data)
+	if err != nil {
+		return fold.Input{}, true, false
+	}
+	return fold.Input{ProjectID: project, Seq: after, Origin: m.seq, Event: ev}, true, true
+}
+
+// withLane puts the recorded commands right after their sequences into
+// inputs (the hook's output, in stream order).
+func (i *Ingester) withLane(batch []*pending, inputs []fold.Input) []fold.Input {
+	if i.lane == nil || len(i.lane.after) == 0 {
+		return inputs
+	}
+	out := make([]fold.Input, 0, len(inputs))
+	j := 0
+	for _, p := range batch {
+		extra := i.laneInputs(p)
+		if len(extra) == 0 {
+			continue
+		}
+		for j < len(inputs) && inputs[j].Seq <= p.seq {
+			out = append(out, inputs[j])
+			j++
+		}
+		out = append(out, extra...)
+	}
+	return append(out, inputs[j:]...)
+}
+
+// takeLane folds, after the batch's last sequence, the commands read ahead
+// that the lane may take (a prefix of them, in sequence order), once
+// their order records are in the log. It returns their inputs, folded.
+//
+// A batch takes commands only when its end is beyond every record's (a
+// retry of the batch folds those it took from the records) and beyond
+// what an uncommitted write may have reached (intents): a stored row at
+// the batch's end must have been written by a fold that took its commands.
+func (i *Ingester) takeLane(ctx context.Context, last uint64) ([]chstore.EventRow, error) {
+	l := i.lane
+	if l == nil || l.cons == nil {
+		return nil, nil
+	}
+	l.mu.Lock()
+	k := 0
+	for k < len(l.queue) && l.queue[k].seq <= last {
+		k++ // the main consumer folds them in place
+	}
+	// Dropped even when nothing is taken: a rebuild catching up must
+	// not hold every command of the log.
+	l.queue = l.queue[k:]
+	queue := slices.Clone(l.queue[:min(len(l.queue), laneTakeMax)])
+	l.mu.Unlock()
+	if !l.live.Load() || last <= l.lastAfter || last <= i.intents.overlap {
+		return nil, nil
+	}
+	var taken []fold.Input
+	var rows []chstore.EventRow
+	for _, m := range queue {
+		in, mine, ok := i.laneInput(m, last)
+		if l.ahead[m.seq] || !mine {
+			l.through.Store(max(l.through.Load(), m.seq))
+			continue // taken already; or another partition's
+		}
+		if ok {
+			if err := i.folder.Prepare(ctx, []fold.Input{in}); err != nil {
+				return nil, err
+			}
+			ready, err := i.folder.LaneReady(ctx, in)
+			if err != nil {
+				return nil, err
+			}
+			ok = ready
+		}
+		if !ok {
+			l.blocked.Store(m.seq)
+			break
+		}
+		// Folded one by one: whether the next may go depends on this
+		// one (a deletion, then a write to the deleted person's id).
+		res, err := i.folder.Apply(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		taken = append(taken, in)
+		rows = append(rows, eventRow(&in, res))
+		l.through.Store(max(l.through.Load(), m.seq))
+	}
+	if len(taken) == 0 {
+		return nil, nil
+	}
+	if err := i.recordLane(ctx, taken, last); err != nil {
+		return nil, err
+	}
+	msgs := make([]laneMsg, 0, len(taken))
+	for _, m := range queue {
+		if len(msgs) < len(taken) && m.seq == taken[len(msgs)].Origin {
+			msgs = append(msgs, m)
+			l.ahead[m.seq] = true
+		}
+	}
+	l.after[last], l.lastAfter = msgs, last
+	l.taken = max(l.taken, taken[len(taken)-1].Origin)
+	return rows, nil
+}
+
+// recordLane publishes the order records of the commands taken after
+// last, awaiting every ack. A record published twice (a retried batch)
+// keeps the first: the message id dedupes within the window, and loadLane
+// keeps the first record of a command beyond it.
+func (i *Ingester) recordLane(ctx context.Context, taken []fold.Input, last uint64) error {
+	acks := make([]jetstream.PubAckFuture, 0, len(taken))
+	for _, in := range taken {
+		data, _ := json.Marshal(laneRecord{Seq: in.Origin, After: last})
+		msg := nats.NewMsg(i.laneSubject())
+		msg.Data = data
+		msg.Header.Set(jetstream.MsgIDHeader, i.laneSubject()+"-"+strconv.FormatUint(in.Origin, 10))
+		f, err := i.js.PublishMsgAsync(msg)
+		if err != nil {
+			return fmt.Errorf("write lane record of seq %d: %w", in.Origin, err)
+		}
+		acks = append(acks, f)
+	}
+	for _, f := range acks {
+		select {
+		case ack := <-f.Ok():
+			if ack.Duplicate {
+				// Another fold of the partition recorded the command
+				// first (its record stands): fold again from the
+				// records (processUntilDone reloads them).
+				return fmt.Errorf("write lane: seq %s already recorded by another fold", f.Msg().Header.Get(jetstream.MsgIDHeader))
+			}
+		case err := <-f.Err():
+			return fmt.Errorf("write lane record: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// laneCommitted runs after a batch committed through last: the lane
+// watermark moves to the commands taken, and records at or below the
+// commit point are forgotten.
+func (i *Ingester) laneCommitted(ctx context.Context, last uint64) {
+	l := i.lane
+	if l == nil {
+		return
+	}
+	for p := range l.after {
+		if p <= last {
+			delete(l.after, p)
+		}
+	}
+	for s := range l.ahead {
+		if s <= last {
+			delete(l.ahead, s)
+		}
+	}
+	if l.taken > l.visible {
+		l.visible = l.taken
+		if err := progress.Publish(ctx, i.progress, LaneKey(i.cfg.Consumer), l.visible); err != nil {
+			i.log.Warn("publish lane progress", "err", err)
+		}
+		i.metrics.laneCommands.Set(float64(l.visible))
+	}
+}
+
+// laneWaiting reports whether a command the lane may take arrived after
+// seq: collect then ends the batch, so the command waits for one batch's
+// fold and write, not a full batch's collection.
+func (i *Ingester) laneWaiting(seq uint64) bool {
+	l := i.lane
+	if l == nil || !l.live.Load() || l.newest.Load() <= max(seq, l.through.Load()) {
+		return false
+	}
+	b := l.blocked.Load()
+	return b == 0 || b <= seq
+}
