@@ -217,6 +217,13 @@ func checkListTables(t testing.TB, store *chstore.Store) {
 	}
 }
 
+// QueryText renders a query's rows as text, tab-separated, for tests
+// that compare a table with what it should hold.
+func QueryText(t testing.TB, store *chstore.Store, sql string) string {
+	t.Helper()
+	return queryText(t, store, sql)
+}
+
 // queryText renders a query's rows as text, tab-separated.
 func queryText(t testing.TB, store *chstore.Store, sql string) string {
 	t.Helper()
