@@ -59,14 +59,12 @@ func TestRestoreHourlyCounts(t *testing.T) {
 		"1\ta\t2024-03-05 11:00:00 +0000 UTC\td1\t7\t1\t\n" +
 		"1\tb\t2024-03-05 10:00:00 +0000 UTC\td2\t8\t1\t\n" +
 		"1\tc\t2024-03-05 10:00:00 +0000 UTC\td3\t9\t7\t\n"
-	sums := `SELECT project_id, event, hour, distinct_id, person_id, sum(events) AS n FROM events_hourly
-		GROUP BY project_id, event, hour, distinct_id, person_id HAVING n != 0 ORDER BY event, hour`
 	var stored []string
 	for run := range 2 {
 		if err := store.RestoreCopies(ctx, rows, written); err != nil {
 			t.Fatal(err)
 		}
-		if got := testenv.QueryText(t, store, sums); got != want {
+		if got := testenv.QueryText(t, store, testenv.HourlySumsSQL); got != want {
 			t.Fatalf("run %d: events_hourly:\n%s\nwant\n%s", run+1, got, want)
 		}
 		stored = append(stored, testenv.QueryText(t, store, "SELECT count() FROM events_hourly"))

@@ -55,12 +55,6 @@ func wantOneRowPerMessage(t *testing.T, store, ref *chstore.Store) {
 	wantHourlyCounts(t, store, ref)
 }
 
-// hourlySumsSQL: events_hourly's sums per key (schema 0014), the keys
-// whose rows cancel left out.
-const hourlySumsSQL = `SELECT project_id, event, hour, distinct_id, person_id, sum(events) AS n FROM events_hourly
-	GROUP BY project_id, event, hour, distinct_id, person_id HAVING n != 0
-	ORDER BY project_id, event, hour, distinct_id, person_id`
-
 // wantHourlyCounts: events_hourly holds, per key, the number of events
 // stored (not written by the API; distinct uuids, as no uuid here is
 // published twice), none lost to an insert that died between events and
@@ -70,11 +64,11 @@ func wantHourlyCounts(t *testing.T, store, ref *chstore.Store) {
 	fromEvents := `SELECT project_id, event, toStartOfHour(timestamp) AS hour, distinct_id, person_id, toInt64(uniqExact(uuid)) AS n
 		FROM events WHERE visitParamHas(properties, '$actor') = 0
 		GROUP BY project_id, event, hour, distinct_id, person_id ORDER BY project_id, event, hour, distinct_id, person_id`
-	got := testenv.QueryText(t, store, hourlySumsSQL)
+	got := testenv.QueryText(t, store, testenv.HourlySumsSQL)
 	if want := testenv.QueryText(t, store, fromEvents); got != want {
 		t.Fatalf("events_hourly is not the events' counts: %s", testenv.FirstDiff(got, want))
 	}
-	if want := testenv.QueryText(t, ref, hourlySumsSQL); got != want {
+	if want := testenv.QueryText(t, ref, testenv.HourlySumsSQL); got != want {
 		t.Fatalf("events_hourly differs from an uninterrupted run's: %s", testenv.FirstDiff(got, want))
 	}
 }
