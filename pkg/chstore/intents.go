@@ -102,8 +102,9 @@ func (s *Store) WrittenEvents(ctx context.Context, rows []EventRow) (map[uint64]
 // and not in the copy, and since the retry leaves those rows out of its
 // insert, the view never sees them again. The rows are copied from events
 // as stored, so the copy holds what events does; seqs the copy already
-// has are skipped, so an interrupted restore can run again. Only the
-// recovery path calls it: a normal batch overlaps nothing.
+// has are skipped, so an interrupted restore can run again. The counts
+// of events_hourly, another view, are corrected too (restoreHourly). Only
+// the recovery path calls it: a normal batch overlaps nothing.
 func (s *Store) RestoreCopies(ctx context.Context, rows []EventRow, written map[uint64]bool) error {
 	byProject := map[uint64][]EventRow{}
 	for _, r := range rows {
@@ -142,5 +143,5 @@ func (s *Store) RestoreCopies(ctx context.Context, rows []EventRow, written map[
 			}
 		}
 	}
-	return nil
+	return s.restoreHourly(ctx, rows, written)
 }

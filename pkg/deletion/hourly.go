@@ -3,6 +3,8 @@ package deletion
 import (
 	"context"
 
+	"github.com/personhub/personhub/pkg/chstore"
+
 	"github.com/ClickHouse/clickhouse-go/v2"
 )
 
@@ -31,6 +33,5 @@ func hourlyWhere(b []Request) (string, []any) {
 func (r *Runner) rebuildHourly(ctx context.Context, b []Request) error {
 	where, args := hourlyWhere(b)
 	return r.conn.Exec(ctx, "INSERT INTO "+hourlyTable+" (project_id, event, hour, distinct_id, person_id, events) "+
-		"SELECT project_id, event, toStartOfHour(timestamp) AS hour, distinct_id, person_id, count() FROM events "+
-		"WHERE "+where+" AND visitParamHas(properties, '$actor') = 0 GROUP BY project_id, event, hour, distinct_id, person_id", args...)
+		chstore.HourlyCountsSQL(where), args...)
 }

@@ -69,8 +69,9 @@ func (i *Ingester) unwritten(ctx context.Context, events []chstore.EventRow) ([]
 		return events, err
 	}
 	// The rows found were written by an insert that may have died before
-	// ClickHouse copied them to events_by_distinct_id; the retry leaves
-	// them out, so the view would never copy them.
+	// ClickHouse copied them to events_by_distinct_id and counted them in
+	// events_hourly; the retry leaves them out, so the views would never
+	// see them (RestoreCopies restores both).
 	if err := i.store.RestoreCopies(ctx, events, written); err != nil {
 		return nil, err
 	}

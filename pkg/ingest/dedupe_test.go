@@ -52,6 +52,25 @@ func wantOneRowPerMessage(t *testing.T, store, ref *chstore.Store) {
 	if copies != copied {
 		t.Fatalf("events_by_distinct_id: %d rows, want %d (one per events row not written by the API)", copies, copied)
 	}
+	wantHourlyCounts(t, store, ref)
+}
+
+// wantHourlyCounts: events_hourly holds, per key, the number of events
+// stored (not written by the API; distinct uuids, as no uuid here is
+// published twice), none lost to an insert that died between events and
+// its view, and the sums of an uninterrupted run (ref).
+func wantHourlyCounts(t *testing.T, store, ref *chstore.Store) {
+	t.Helper()
+	fromEvents := `SELECT project_id, event, toStartOfHour(timestamp) AS hour, distinct_id, person_id, toInt64(uniqExact(uuid)) AS n
+		FROM events WHERE visitParamHas(properties, '$actor') = 0
+		GROUP BY project_id, event, hour, distinct_id, person_id ORDER BY project_id, event, hour, distinct_id, person_id`
+	got := testenv.QueryText(t, store, testenv.HourlySumsSQL)
+	if want := testenv.QueryText(t, store, fromEvents); got != want {
+		t.Fatalf("events_hourly is not the events' counts: %s", testenv.FirstDiff(got, want))
+	}
+	if want := testenv.QueryText(t, ref, testenv.HourlySumsSQL); got != want {
+		t.Fatalf("events_hourly differs from an uninterrupted run's: %s", testenv.FirstDiff(got, want))
+	}
 }
 
 // countingStore counts the ingester's intents and lookups.

@@ -82,19 +82,21 @@ func (s *partialStore) WriteBatch(ctx context.Context, events []chstore.EventRow
 }
 
 // writeRows writes a failed batch's landed part, and half the time the
-// events without their copy in events_by_distinct_id, as an insert that
-// dies after ClickHouse wrote the table and before its view does: the view
-// is detached for the write.
+// events without their copy in events_by_distinct_id and their counts in
+// events_hourly, as an insert that dies after ClickHouse wrote the table
+// and before its views do: the views are detached for the write.
 func (s *partialStore) writeRows(ctx context.Context, events []chstore.EventRow, b fold.Batch) {
 	if len(events) > 0 && s.rnd.Intn(2) == 0 {
-		if err := s.Store.Conn().Exec(ctx, "DETACH TABLE events_by_distinct_id_mv"); err != nil {
-			panic(err)
-		}
-		defer func() {
-			if err := s.Store.Conn().Exec(ctx, "ATTACH TABLE events_by_distinct_id_mv"); err != nil {
+		for _, view := range []string{"events_by_distinct_id_mv", "events_hourly_mv"} {
+			if err := s.Store.Conn().Exec(ctx, "DETACH TABLE "+view); err != nil {
 				panic(err)
 			}
-		}()
+			defer func() {
+				if err := s.Store.Conn().Exec(ctx, "ATTACH TABLE "+view); err != nil {
+					panic(err)
+				}
+			}()
+		}
 	}
 	_ = s.Store.WriteRows(ctx, events, b)
 }

@@ -141,6 +141,10 @@ func Snapshot(t testing.TB, store *chstore.Store) string {
 		// events), newest rows as for events: physical rows depend on
 		// whether ClickHouse merged a resent uuid's copies yet.
 		"SELECT project_id, distinct_id, event, timestamp, uuid, person_id, seq FROM events_by_distinct_id FINAL ORDER BY seq, distinct_id",
+		// The counts per hour (schema 0014, a view of events): a sum per
+		// key, whatever the parts and merges; keys whose rows cancel
+		// (a recovery's correction) are none.
+		HourlySumsSQL,
 		orderKeysSQL,
 		countsSQL,
 		slotsSQL,
@@ -154,6 +158,12 @@ func Snapshot(t testing.TB, store *chstore.Store) string {
 	}
 	return b.String()
 }
+
+// HourlySumsSQL renders events_hourly's sums per key (schema 0014), the
+// keys whose rows cancel left out.
+const HourlySumsSQL = `SELECT project_id, event, hour, distinct_id, person_id, sum(events) AS n FROM events_hourly
+	GROUP BY project_id, event, hour, distinct_id, person_id HAVING n != 0
+	ORDER BY project_id, event, hour, distinct_id, person_id`
 
 // FirstDiff describes the first line where two snapshots differ.
 func FirstDiff(got, want string) string {
@@ -226,6 +236,13 @@ func checkListTables(t testing.TB, store *chstore.Store) {
 	if missing := queryText(t, store, missingGramsSQL); missing != "" {
 		t.Errorf("person_email_grams lacks grams of persons' emails:\n%s", missing)
 	}
+}
+
+// QueryText renders a query's rows as text, tab-separated, for tests
+// that compare a table with what it should hold.
+func QueryText(t testing.TB, store *chstore.Store, sql string) string {
+	t.Helper()
+	return queryText(t, store, sql)
 }
 
 // queryText renders a query's rows as text, tab-separated.

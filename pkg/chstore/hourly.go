@@ -1,0 +1,92 @@
+package chstore
+
+import (
+	"context"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+)
+
+// HourlyCountsSQL is the counts events_hourly holds (schema 0014), taken
+// from events as stored, among the rows where selects (the events'
+// columns, no GROUP BY): one count per (project, event, hour, distinct
+// id, person), with the view's filter (the API's command events, which
+// carry $actor, are not counted). It counts rows, as the view counts an
+// insert: the ingester keeps one events row per message, and a uuid
+// published again after the stream's duplicate window is a second
+// message that a replay counts twice too (docs/analysis.md). The deleter
+// rebuilds a person's counts from it, and restoreHourly corrects a
+// recovered batch's keys to it.
+func HourlyCountsSQL(where string) string {
+	return "SELECT project_id, event, toStartOfHour(timestamp) AS hour, distinct_id, person_id, count() AS n FROM events " +
+		"WHERE visitParamHas(properties, '$actor') = 0 AND " + where +
+		" GROUP BY project_id, event, hour, distinct_id, person_id"
+}
+
+// restoreHourly makes events_hourly exact for the keys (project, event,
+// hour, distinct id, person) of the rows, among the seqs given (rows
+// WrittenEvents found), that an interrupted insert left in events: as for
+// events_by_distinct_id (RestoreCopies), ClickHouse writes events before
+// the view that counts them, and the retry leaves the rows out. A sum
+// cannot tell which events it holds, so each key gets one row of the
+// difference between the events stored and its current sum, none when
+// they agree. The column is UInt64 (schema 0014): a negative difference
+// (the sum above the count) is stored modulo 2^64, and sum(events), also
+// UInt64 and wrapping as SummingMergeTree's merges do, comes out exact.
+// Changing the column to Int64 instead was tried: on 18.16, after ALTER
+// ... MODIFY COLUMN the view silently stopped counting. This is exact only while
+// nothing else writes those keys: the ingester is the only writer of its
+// partition's keys, and runs this before the retry's insert. A restore
+// interrupted midway runs again with the same result, since it only
+// brings the sums to the count.
+func (s *Store) restoreHourly(ctx context.Context, rows []EventRow, written map[uint64]bool) error {
+	type key struct {
+		event, did string
+		hour       uint32
+		person     uint64
+	}
+	byProject := map[uint64]map[key]bool{}
+	for _, r := range rows {
+		if !written[r.Seq] {
+			continue
+		}
+		keys := byProject[r.ProjectID]
+		if keys == nil {
+			keys = map[key]bool{}
+			byProject[r.ProjectID] = keys
+		}
+		hour := r.Timestamp.Unix() - r.Timestamp.Unix()%3600
+		keys[key{r.Event, r.DistinctID, uint32(hour), r.PersonID}] = true
+	}
+	ctx = loaderCtx(ctx)
+	for project, keys := range byProject {
+		all := make([]any, 0, len(keys))
+		var minHour, maxHour uint32
+		for k := range keys {
+			all = append(all, clickhouse.GroupSet{Value: []any{k.event, k.hour, k.did, k.person}})
+			if len(all) == 1 || k.hour < minHour {
+				minHour = k.hour
+			}
+			maxHour = max(maxHour, k.hour)
+		}
+		for start := 0; start < len(all); start += chunk {
+			part := clickhouse.GroupSet{Value: all[start:min(start+chunk, len(all))]}
+			// The hour range prunes both tables' month partitions; the
+			// keys select the rows.
+			counted := HourlyCountsSQL("project_id = ? AND timestamp >= toDateTime(?) AND timestamp < toDateTime(?) " +
+				"AND (event, toUInt32(toStartOfHour(timestamp)), distinct_id, person_id) IN ?")
+			err := s.conn.Exec(ctx, `INSERT INTO events_hourly (project_id, event, hour, distinct_id, person_id, events)
+				SELECT project_id, event, hour, distinct_id, person_id, toUInt64(sum(d)) FROM (
+					SELECT project_id, event, hour, distinct_id, person_id, toInt64(n) AS d FROM (`+counted+`)
+					UNION ALL
+					SELECT project_id, event, hour, distinct_id, person_id, -toInt64(events) AS d FROM events_hourly
+					WHERE project_id = ? AND hour >= toDateTime(?) AND hour <= toDateTime(?)
+					  AND (event, toUInt32(hour), distinct_id, person_id) IN ?
+				) GROUP BY project_id, event, hour, distinct_id, person_id HAVING sum(d) != 0`,
+				project, minHour, maxHour+3600, part, project, minHour, maxHour, part)
+			if err != nil {
+				return wrap("restore events_hourly", err)
+			}
+		}
+	}
+	return nil
+}
