@@ -221,6 +221,10 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 	if err != nil {
 		return r.fail(ctx, b, fmt.Errorf("count %s: %w", copyTable, err), true)
 	}
+	drift, err := r.hourlyDrift(st, b)
+	if err != nil {
+		return r.fail(ctx, b, fmt.Errorf("compare %s: %w", hourlyTable, err), true)
+	}
 	// Keep the counts in the running rows, so that a crash after the
 	// mutation does not lose how many events it deleted.
 	var counted []Request
@@ -232,7 +236,7 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 			bump(&b[i])
 			counted = append(counted, b[i])
 		}
-		if n > 0 || copies[b[i].PersonID] > 0 {
+		if n > 0 || copies[b[i].PersonID] > 0 || drift[b[i].PersonID] {
 			targets = append(targets, b[i])
 		}
 	}
