@@ -78,6 +78,10 @@ func RequireClusters(t testing.TB, st *chstore.Store) {
 // so one test at a time per server uses them.
 var shardDatabases = []string{"personhub_shard1", "personhub_shard2"}
 
+// clusterView finds the name a cluster DDL statement gives a materialized
+// view.
+var clusterView = regexp.MustCompile(`MATERIALIZED VIEW IF NOT EXISTS personhub\.(\w+)`)
+
 // ShardedClickHouse returns a store on a database whose tables are the
 // cluster DDL's Distributed tables over two shards (the local tables in
 // personhub_shard1 and personhub_shard2), as the user personhub_cluster
@@ -115,6 +119,15 @@ func ShardedClickHouse(t testing.TB) *chstore.Store {
 		if !strings.Contains(st, "ENGINE = Distributed(") {
 			for _, db := range shardDatabases {
 				exec(ctx, strings.ReplaceAll(st, "personhub.", db+"."))
+			}
+			// On a cluster a view lives in the database of the
+			// Distributed tables, so the ingester's migrations find
+			// it and create none. Here the shards are databases of
+			// their own: without its name in ours, a migration would
+			// create the view again on the Distributed events, and
+			// every insert would reach the view's table twice.
+			if m := clusterView.FindStringSubmatch(st); m != nil {
+				exec(ctx, "CREATE VIEW "+name+"."+m[1]+" AS SELECT 1")
 			}
 			continue
 		}
