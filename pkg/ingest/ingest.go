@@ -546,17 +546,25 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 	parseAll(batch)
 	i.markLaned(batch)
 	inputs := make([]fold.Input, 0, len(batch))
+	var firstLaned uint64
 	for _, p := range batch {
 		if p.foldable() {
 			inputs = append(inputs, p.in)
+		} else if p.laned && firstLaned == 0 {
+			firstLaned = p.seq
 		}
 	}
 	// foldable: the batch has messages to commit, even when the hook
-	// leaves none to fold (all dropped, or its own commands).
-	foldable := len(inputs) > 0
+	// leaves none to fold (all dropped, or its own commands), or when
+	// they are all commands the lane folded ahead: their sequences must
+	// be committed too (the deleter waits on a DELETE's), or a stream
+	// ending in one would never commit it.
+	foldable := len(inputs) > 0 || firstLaned > 0
 	var firstSeq uint64
-	if foldable {
+	if len(inputs) > 0 {
 		firstSeq = inputs[0].Seq
+	} else {
+		firstSeq = firstLaned
 	}
 	inputs, err := i.transform(ctx, batch, inputs)
 	if err != nil {
