@@ -280,6 +280,64 @@ func foldCrashed(t *testing.T, events []string, committed, crashed int, cut func
 	return store
 }
 
+// TestDeletePersonEventsActivityAfterARedelivery: a $delete_person_events
+// redelivered over a stored row of a later state (the email changed after
+// it) records no second activity entry naming the person as it is now;
+// the first delivery's entry, written before the persons, stands. Before,
+// the redelivery rewrote the entry with the later name (CI,
+// TestStackStopsWithClickHouseDead).
+func TestDeletePersonEventsActivityAfterARedelivery(t *testing.T) {
+	events := []string{
+		`{"distinct_id":"a","$set":{"email":"old@x.io"}}`,
+		`{"event":"$delete_person_events","distinct_id":"a","properties":{"$person_id":1,"$actor":{"key_id":"k","organization_id":"o"}}}`,
+		`{"distinct_id":"a","$set":{"email":"new@x.io"}}`,
+	}
+	ctx := context.Background()
+	fold := func(f *Folder, from int, redelivered bool) Batch {
+		var batch []Input
+		for i := from; i < len(events); i++ {
+			batch = append(batch, Input{ProjectID: 1, Seq: uint64(i + 1), Event: ev(t, i+1, events[i]), Redelivered: redelivered})
+		}
+		if err := f.Prepare(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range batch {
+			if _, err := f.Apply(ctx, in); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return f.Flush()
+	}
+	names := func(b Batch) []string {
+		var out []string
+		for _, a := range b.Activity {
+			out = append(out, a.Activity+" "+*a.Detail.Name)
+		}
+		return out
+	}
+	store := newMemStore()
+	first := fold(New(store), 0, false)
+	if got := fmt.Sprint(names(first)); got != "[delete_events old@x.io]" {
+		t.Fatalf("first delivery recorded %s", got)
+	}
+	store.write(first)
+	for from := 0; from <= 1; from++ {
+		again := fold(New(store), from, true)
+		if len(again.Activity) != 0 {
+			t.Fatalf("redelivery from %d recorded %v again over the stored state", from+1, names(again))
+		}
+		if fmt.Sprint(again.DeletionRequests) != fmt.Sprint(first.DeletionRequests) {
+			t.Fatalf("redelivery asked %+v, first run %+v", again.DeletionRequests, first.DeletionRequests)
+		}
+	}
+	// Redelivered over a stored row older than the request (the crash came
+	// before the persons were written), the entry is recorded as at first.
+	again := fold(New(newMemStore()), 0, true)
+	if got, want := fmt.Sprint(names(again)), fmt.Sprint(names(first)); got != want {
+		t.Fatalf("redelivery over no rows recorded %s, want %s", got, want)
+	}
+}
+
 func TestActivityAndDeletionRequests(t *testing.T) {
 	store := newMemStore()
 	f := New(store)

@@ -68,6 +68,14 @@ func (f *Folder) personByID(ctx context.Context, in Input, id uint64) (*personSt
 	return p, nil
 }
 
+// newerThan reports whether p's row shows a later state than in's place
+// in the log: a newer version, or one at in's sequence that this batch did
+// not make (a lane command's Seq is the event it follows, which a stored
+// row at that version already includes, docs in lane.go).
+func newerThan(p *personState, in *Input) bool {
+	return p.row.Version > in.Seq || p.row.Version == in.Seq && !p.dirty
+}
+
 // deletedBefore reports whether p was deleted (or merged away) before the
 // event at seq. A redelivery may read p deleted by a later event of the
 // batch, at a higher version: at seq, p was live. Deleted rows never
@@ -146,8 +154,12 @@ func (f *Folder) deletePersonEvents(ctx context.Context, in Input) (Resolved, er
 		RequestSeq: in.Own(), RequestedAt: in.Event.Timestamp, Version: RequestVersion(in.Own()),
 	})
 	// Recorded again on a redelivery, like the request: the entry's id is
-	// the event's uuid, so it is the same entry.
-	if a := actorOf(&in.Event); a != nil {
+	// the event's uuid, so it is the same entry. Not when a stored row is
+	// newer than this event: the batch that wrote that row, or an earlier
+	// one, wrote this entry (WriteBatch writes activity before persons),
+	// and the name read now would be the person's as it is now, not as
+	// it was here.
+	if a := actorOf(&in.Event); a != nil && !newerThan(p, &in) {
 		f.recordActivity(in, a, p, "delete_events", []activity.Change{})
 	}
 	return resolved(p), nil
