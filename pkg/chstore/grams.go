@@ -1,7 +1,6 @@
 package chstore
 
 import (
-	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -51,30 +50,38 @@ func trigrams(s string) []string {
 
 // writePersonEmailGrams writes the grams of each written person's email,
 // in the stage of person_emails (before the persons rows): like it, a
-// superset of the grams of the emails persons have. Columns are appended
-// whole: a person has about twenty grams, and a row-by-row Append costs
-// the ingester a call per value.
+// superset of the grams of the emails persons have. Each row carries the
+// email lowered (schema 0017; empty with gram ""), which a search tests
+// on the rows of its rarest gram. Columns are appended whole: a person has
+// about twenty grams, and a row-by-row Append costs the ingester a call
+// per value.
 func (s *Store) writePersonEmailGrams(ctx context.Context, persons []fold.PersonRow) error {
 	var projects, ids, versions []uint64
-	var grams []string
+	var grams, emails []string
 	for _, p := range persons {
 		v, ok := p.Properties["email"]
 		if !ok {
 			continue
 		}
-		for _, g := range emailGrams(propfilter.ValueText(v)) {
+		email := propfilter.ValueText(v)
+		gs := emailGrams(email)
+		folded := ""
+		if len(gs) > 0 && gs[0] != "" {
+			folded = strings.ToLower(email)
+		}
+		for _, g := range gs {
 			projects, ids, versions = append(projects, p.ProjectID), append(ids, p.ID), append(versions, p.Version)
-			grams = append(grams, g)
+			grams, emails = append(grams, g), append(emails, folded)
 		}
 	}
 	if len(grams) == 0 {
 		return nil
 	}
-	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO person_email_grams (project_id, gram, id, version)`)
+	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO person_email_grams (project_id, gram, id, version, email)`)
 	if err != nil {
 		return err
 	}
-	for i, col := range []any{projects, grams, ids, versions} {
+	for i, col := range []any{projects, grams, ids, versions, emails} {
 		if err := batch.Column(i).Append(col); err != nil {
 			batch.Abort()
 			return err
@@ -83,71 +90,73 @@ func (s *Store) writePersonEmailGrams(ctx context.Context, persons []fold.Person
 	return batch.Send()
 }
 
-// Choosing the grams to read. A common gram (`use`, `@ex`, `com`) names
+// Choosing the gram to read. A common gram (`use`, `@ex`, `com`) names
 // nearly every person and costs as much as the scan it replaces; the
-// term's rare grams name few, and their intersection fewer. Their sizes
-// are found by counting each gram's key range up to a cap (the count stops
-// there), so the probe reads at most probedGrams x cap key rows.
+// term's rarest gram names few, and the test of its rows' emails leaves
+// the persons whose email contains the term (or did: old emails' rows
+// stay). The sizes are found by counting each probed gram's key range up
+// to a cap (the count stops there), inside the candidates' statement (a
+// scalar subquery, which ClickHouse runs first and whose result selects
+// the key range), so the probe costs at most probedGrams x cap key rows
+// and no round trip. When every probed gram reaches the cap, the one read
+// is chosen by name among them: at worst a range as long as the scan of
+// person_emails it replaces.
 const (
-	probedGrams  = 6 // grams of a long term probed (spread over it)
-	chosenGrams  = 4 // rarest grams intersected
-	minGramCap   = 1024
-	maxGramCap   = 16384
-	gramCapShare = 64 // a gram above 1/64 of the project's persons is not rare
+	probedGrams = 6 // grams of a long term probed (spread over it)
+	minGramCap  = 1024
+	maxGramCap  = 8192
+	// A gram above 1/256 of the project's persons is not rare. The
+	// probe's cost is about the rows it counts (~0.1 ms per 1,000 at 1M
+	// persons, h/g5s2), so the cap is set low: every probed gram at
+	// the cap is rare enough to read as often as not.
+	gramCapShare = 256
 )
 
-// searchGrams are the rare grams of q's search term to intersect, or nil
-// when the email part must scan: a term shorter than a gram or not ASCII
-// (its case folding is Unicode's), or one whose every gram is common.
-func (s *Store) searchGrams(ctx context.Context, q ListQuery) ([]string, error) {
+// gramProbe is what the candidates' statement needs to choose search='s
+// rarest gram: the grams to count and the cap of each count.
+type gramProbe struct {
+	grams []string
+	limit uint64
+}
+
+// searchGrams is the probe of q's search term, or none when the email
+// part must scan: a term shorter than a gram or not ASCII (its case
+// folding is Unicode's).
+func (s *Store) searchGrams(ctx context.Context, q ListQuery) (gramProbe, error) {
 	if len(q.Search) < 3 || !isASCII(q.Search) {
-		return nil, nil
+		return gramProbe{}, nil
 	}
-	grams := spread(trigrams(q.Search), probedGrams)
-	limit := uint64(maxGramCap)
+	p := gramProbe{grams: spread(trigrams(q.Search), probedGrams), limit: maxGramCap}
 	if live, _, ok, err := s.LiveCount(ctx, q.ProjectID); err != nil {
-		return nil, err
+		return gramProbe{}, err
 	} else if ok {
-		limit = min(max(live/gramCapShare, minGramCap), maxGramCap)
+		p.limit = min(max(live/gramCapShare, minGramCap), maxGramCap)
 	}
-	parts := make([]string, len(grams))
-	args := make([]any, 0, 3*len(grams))
-	for i, g := range grams {
+	return p, nil
+}
+
+// rarest is a scalar subquery naming the probe's rarest gram, and its
+// arguments.
+func (p gramProbe) rarest(projectID uint64) (string, []any) {
+	parts := make([]string, len(p.grams))
+	args := make([]any, 0, 3*len(p.grams))
+	for i, g := range p.grams {
 		parts[i] = "SELECT ? AS gram, count() AS n FROM (SELECT 1 FROM person_email_grams WHERE project_id = ? AND gram = ? LIMIT ?)"
-		args = append(args, g, q.ProjectID, g, limit)
+		args = append(args, g, projectID, g, p.limit)
 	}
-	// Blocks of a granule, one stream: a count stops at its LIMIT only
-	// between blocks, and the default block (65,536 rows) or streams
-	// reading ahead would read the common grams far past the cap.
-	settings := clickhouse.Settings{"max_block_size": minGramCap, "max_threads": 1}
-	rows, err := s.conn.Query(boundCtx(ctx, settings), strings.Join(parts, " UNION ALL "), args...)
-	if err != nil {
-		return nil, err
+	return "(SELECT gram FROM (" + strings.Join(parts, " UNION ALL ") + ") ORDER BY n, gram LIMIT 1)", args
+}
+
+// probeCtx is readCtx for a statement holding a probe: blocks of a
+// granule, one stream. A count stops at its LIMIT only between blocks, and
+// the default block (65,536 rows) or streams reading ahead would read the
+// common grams far past the cap. The settings apply to the whole
+// statement, which besides reads the candidates' granules of persons.
+func probeCtx(ctx context.Context, p gramProbe) context.Context {
+	if len(p.grams) == 0 {
+		return ctx
 	}
-	defer rows.Close()
-	type sized struct {
-		gram string
-		n    uint64
-	}
-	var rare []sized
-	for rows.Next() {
-		var g sized
-		if err := rows.Scan(&g.gram, &g.n); err != nil {
-			return nil, err
-		}
-		if g.n < limit {
-			rare = append(rare, g)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	slices.SortFunc(rare, func(a, b sized) int { return cmp.Or(cmp.Compare(a.n, b.n), strings.Compare(a.gram, b.gram)) })
-	var out []string
-	for _, g := range rare[:min(len(rare), chosenGrams)] {
-		out = append(out, g.gram)
-	}
-	return out, nil
+	return boundCtx(ctx, clickhouse.Settings{"optimize_move_to_prewhere": 0, "max_block_size": minGramCap, "max_threads": 1})
 }
 
 // spread is at most n of grams, evenly spaced, the first and last kept

@@ -102,9 +102,9 @@ func TestSearchReadsGramsNotEveryEmail(t *testing.T) {
 	}
 }
 
-// TestEmailGramsMigrationMatchesTheIngester: migration 0012's upgrade
-// fills person_email_grams from person_emails with exactly the grams the
-// ingester writes, for ASCII emails in any case, emails with a non-ASCII
+// TestEmailGramsMigrationMatchesTheIngester: migration 0017's upgrade
+// fills person_email_grams from person_emails with exactly the grams and
+// lowered emails the ingester writes, for ASCII emails in any case, emails with a non-ASCII
 // or invalid UTF-8 byte, short, empty and over-long ones.
 func TestEmailGramsMigrationMatchesTheIngester(t *testing.T) {
 	store := testenv.ClickHouse(t)
@@ -117,14 +117,18 @@ func TestEmailGramsMigrationMatchesTheIngester(t *testing.T) {
 		id := uint64(i + 1)
 		b.Persons = append(b.Persons, fold.PersonRow{ProjectID: 1, ID: id, Properties: map[string]any{"email": e}, CreatedAt: time.Unix(1e9, 0).UTC(), Version: id})
 		for _, g := range chstore.EmailGrams(e) {
-			want[fmt.Sprintf("%d %q", id, g)] = true
+			folded := strings.ToLower(e)
+			if g == "" {
+				folded = ""
+			}
+			want[fmt.Sprintf("%d %q %q", id, g, folded)] = true
 		}
 	}
 	if err := store.WriteRows(ctx, nil, b); err != nil {
 		t.Fatal(err)
 	}
 	grams := func(table string) map[string]bool {
-		rows, err := store.Conn().Query(ctx, "SELECT id, gram FROM "+table+" WHERE project_id = 1")
+		rows, err := store.Conn().Query(ctx, "SELECT id, gram, email FROM "+table+" WHERE project_id = 1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,11 +136,11 @@ func TestEmailGramsMigrationMatchesTheIngester(t *testing.T) {
 		out := map[string]bool{}
 		for rows.Next() {
 			var id uint64
-			var g string
-			if err := rows.Scan(&id, &g); err != nil {
+			var g, e string
+			if err := rows.Scan(&id, &g, &e); err != nil {
 				t.Fatal(err)
 			}
-			out[fmt.Sprintf("%d %q", id, g)] = true
+			out[fmt.Sprintf("%d %q %q", id, g, e)] = true
 		}
 		return out
 	}
@@ -147,14 +151,16 @@ func TestEmailGramsMigrationMatchesTheIngester(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Migration 17's upgrade writes every row again with its email
+	// (migration 12's, without, is replaced by it).
 	var upgrade string
 	for _, m := range ms {
-		if m.Version == 12 {
+		if m.Version == 17 {
 			upgrade = m.Statements[len(m.Statements)-1]
 		}
 	}
 	if !strings.Contains(upgrade, "INSERT INTO person_email_grams") {
-		t.Fatalf("migration 12's last statement is not the upgrade: %s", upgrade)
+		t.Fatalf("migration 17's last statement is not the upgrade: %s", upgrade)
 	}
 	if err := store.Conn().Exec(ctx, "CREATE TABLE migrated AS person_email_grams"); err != nil {
 		t.Fatal(err)

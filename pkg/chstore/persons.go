@@ -66,9 +66,9 @@ func boundCtx(ctx context.Context, extra clickhouse.Settings) context.Context {
 
 const personColumns = "id, uuid, properties, distinct_ids, created_at, is_identified"
 
-// where builds the filter of a list query; grams are search='s rare
-// grams (Store.searchGrams).
-func (q ListQuery) where(grams []string) (string, []any) {
+// where builds the filter of a list query; p is search='s gram probe
+// (Store.searchGrams).
+func (q ListQuery) where(p gramProbe) (string, []any) {
 	conds := []string{"project_id = ?", "is_deleted = 0"}
 	args := []any{q.ProjectID}
 	if q.DistinctID != "" {
@@ -84,7 +84,7 @@ func (q ListQuery) where(grams []string) (string, []any) {
 		args = append(args, q.ProjectID, q.Email, q.Email)
 	}
 	if q.Search != "" {
-		cands, cargs := searchCandidates(q.ProjectID, q.Search, grams)
+		cands, cargs := searchCandidates(q.ProjectID, q.Search, p)
 		or := []string{
 			"positionCaseInsensitiveUTF8(property_values[indexOf(property_keys, 'email')], ?) > 0",
 			"id IN (" + distinctIDOwner + ")",
@@ -126,12 +126,12 @@ func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, u
 	// The other filters name their candidates by key (a distinct id's
 	// owner, person_emails), so their matches are few: one statement
 	// reads them all, narrow, and gives both the count and the page.
-	grams, err := s.searchGrams(ctx, q)
+	probe, err := s.searchGrams(ctx, q)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: %w", err)
 	}
-	where, args := q.where(grams)
-	rows, err := s.conn.Query(ctx, "SELECT id, toUInt32(created_at) FROM persons FINAL WHERE "+where, args...)
+	where, args := q.where(probe)
+	rows, err := s.conn.Query(probeCtx(ctx, probe), "SELECT id, toUInt32(created_at) FROM persons FINAL WHERE "+where, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: %w", err)
 	}
@@ -161,17 +161,17 @@ func exportCtx(ctx context.Context) context.Context {
 // EachPerson streams every person matching q (no paging), for exports.
 func (s *Store) EachPerson(ctx context.Context, q ListQuery, fn func(PersonRecord) error) error {
 	ctx = exportCtx(ctx)
-	grams, err := s.searchGrams(ctx, q)
+	probe, err := s.searchGrams(ctx, q)
 	if err != nil {
 		return err
 	}
-	where, args := q.where(grams)
+	where, args := q.where(probe)
 	sql := "SELECT " + personColumns + " FROM persons FINAL WHERE " + where + " ORDER BY created_at DESC, id DESC"
 	if q.Limit > 0 {
 		sql += " LIMIT ? OFFSET ?"
 		args = append(args, q.Limit, q.Offset)
 	}
-	rows, err := s.conn.Query(ctx, sql, args...)
+	rows, err := s.conn.Query(probeCtx(ctx, probe), sql, args...)
 	if err != nil {
 		return err
 	}

@@ -15,27 +15,29 @@ const distinctIDOwner = "SELECT person_id FROM person_distinct_ids FINAL WHERE p
 // search= matches (an email containing the term, case-insensitively; the
 // term as a distinct id; the term as a uuid), by id, and its arguments.
 //
-// The email part reads, when grams are given (grams.go), the persons
-// having all of them and the persons whose email the grams cannot serve,
-// by key from person_email_grams. Otherwise (a term too short or not
-// ASCII, or without a rare gram) it scans person_emails. For a term in
-// ASCII that scan compares the column folded (schema 0011: the email
-// lowered when it is ASCII, else empty) with position(), several times
-// cheaper than positionCaseInsensitiveUTF8 over the email (G5c): for
+// The email part reads, when a probe is given (grams.go), the rows of the
+// term's rarest gram in person_email_grams whose email (lowered) contains
+// the term lowered, or is unknown (a row written before schema 0017), and
+// the persons whose email the grams cannot serve (gram ""), by key.
+// Otherwise (a term too short or not ASCII) it scans person_emails. For a
+// term in ASCII that scan compares the column folded (schema 0011: the
+// email lowered when it is ASCII, else empty) with position(), several
+// times cheaper than positionCaseInsensitiveUTF8 over the email (G5c): for
 // ASCII text, a case-insensitive match is exactly a match of the ASCII
 // lowercase forms, and UTF-8 never encodes another character with ASCII
 // bytes. A non-ASCII email (folded empty, gram "") is always a candidate,
 // since Unicode case folding could map its characters onto the term's
 // (the Kelvin sign onto k); the caller tests the newest row anyway, so
 // candidates are only ever too many, never too few.
-func searchCandidates(projectID uint64, term string, grams []string) (string, []any) {
+func searchCandidates(projectID uint64, term string, p gramProbe) (string, []any) {
 	email := "SELECT id FROM person_emails WHERE project_id = ? AND positionCaseInsensitiveUTF8(email, ?) > 0"
 	args := []any{projectID, term}
 	switch {
-	case len(grams) > 0:
-		email = `SELECT id FROM person_email_grams WHERE project_id = ? AND gram IN ? GROUP BY id HAVING uniqExact(gram) = ?
+	case len(p.grams) > 0:
+		rarest, rargs := p.rarest(projectID)
+		email = `SELECT id FROM person_email_grams WHERE project_id = ? AND gram = ` + rarest + ` AND (email = '' OR position(email, ?) > 0)
 			UNION ALL SELECT id FROM person_email_grams WHERE project_id = ? AND gram = ''`
-		args = []any{projectID, set(grams), uint64(len(grams)), projectID}
+		args = append(append([]any{projectID}, rargs...), strings.ToLower(term), projectID)
 	case isASCII(term):
 		email = "SELECT id FROM person_emails WHERE project_id = ? AND (position(folded, ?) > 0 OR folded = '')"
 		args = []any{projectID, strings.ToLower(term)}
