@@ -88,7 +88,9 @@ func (r *Runner) RunOnce(ctx context.Context) (Summary, error) {
 	r.m.lastRun.Set(float64(time.Now().UnixNano()) / 1e9)
 	r.m.lastDuration.Set(elapsed.Seconds())
 	gctx, stop := shutdown.Grace(ctx, shutdownGrace)
+	lap := laps(r.log)
 	r.refreshPending(gctx)
+	lap("refresh pending")
 	stop()
 	if err != nil && ctx.Err() != nil {
 		// Cancelled while reading or marking the requests: nothing was
@@ -108,6 +110,7 @@ func (r *Runner) RunOnce(ctx context.Context) (Summary, error) {
 
 func (r *Runner) run(ctx context.Context) (Summary, error) {
 	var sum Summary
+	lap := laps(r.log)
 	open, err := r.loadOpen(ctx)
 	if err != nil {
 		return sum, fmt.Errorf("read deletion requests: %w", err)
@@ -145,6 +148,7 @@ func (r *Runner) run(ctx context.Context) (Summary, error) {
 	if err != nil {
 		return sum, fmt.Errorf("mark requests running: %w", err)
 	}
+	lap("take requests")
 
 	batches := plan(take, r.cfg.BatchSize, maxListBytes)
 	for i, b := range batches {
@@ -208,6 +212,7 @@ type batchResult struct {
 func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 	var res batchResult
 	log := r.log.With("project_id", b[0].ProjectID, "persons", len(b))
+	lap := laps(log)
 	// Each phase gets its own statement deadline: the wait in between can
 	// take up to MutationTimeout.
 	st, cancel := step(ctx)
@@ -225,6 +230,7 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 	if err != nil {
 		return r.fail(ctx, b, fmt.Errorf("compare %s: %w", hourlyTable, err), true)
 	}
+	lap("count")
 	// Keep the counts in the running rows, so that a crash after the
 	// mutation does not lose how many events it deleted.
 	var counted []Request
@@ -243,6 +249,7 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 	if err := r.write(st, counted); err != nil {
 		return r.fail(ctx, b, fmt.Errorf("record event counts: %w", err), true)
 	}
+	lap("record counts")
 	if ctx.Err() != nil {
 		res.interrupted = true
 		return res
@@ -271,7 +278,7 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 		// mutated, as before the copy existed).
 		res.mutations++
 		r.m.mutations.Inc()
-		log.Debug("mutation issued", "events", total(found))
+		lap("issue mutations")
 		if err := r.waitMutations(ctx, before); err != nil {
 			if ctx.Err() != nil {
 				log.Info("stopped waiting for the mutation: shutting down; the next run verifies it")
@@ -282,6 +289,7 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 			fr.mutations, fr.timedOut = res.mutations, errors.Is(err, errMutationTimeout)
 			return fr
 		}
+		lap("wait mutations")
 		cancel()
 		st, cancel = step(ctx)
 		if err := r.rebuildHourly(st, targets); err != nil {
@@ -297,6 +305,7 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 			fr.mutations = res.mutations
 			return fr
 		}
+		lap("rebuild hourly and verify")
 		for id, n := range copies {
 			left[id] += n
 		}
@@ -318,6 +327,7 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 		fr.mutations = res.mutations
 		return fr
 	}
+	lap("mark verified")
 	for _, q := range done {
 		res.deleted += found[q.PersonID]
 	}
@@ -332,6 +342,18 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 	}
 	log.Info("batch done", "verified", res.verified, "failed", res.failed, "events_deleted", res.deleted)
 	return res
+}
+
+// laps returns a function that logs, at debug level, the time since its
+// previous call (or since laps) under a step's name: where a run's time
+// goes beside the mutation itself (docs/performance.md, G7).
+func laps(log *slog.Logger) func(step string) {
+	last := time.Now()
+	return func(step string) {
+		now := time.Now()
+		log.Debug("deletion step", "step", step, "ms", now.Sub(last).Milliseconds())
+		last = now
+	}
 }
 
 func total(m map[uint64]uint64) uint64 {
