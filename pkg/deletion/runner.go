@@ -69,6 +69,7 @@ type Summary struct {
 	Waiting       int    // requests from a batch the ingester has not committed
 	EventsDeleted uint64 // events of the verified requests, counted before deleting
 	Mutations     int    // mutations issued
+	Recounted     int    // persons whose hourly counts were rebuilt from events left to them (normally none)
 	Interrupted   bool   // the run stopped because its context was cancelled
 }
 
@@ -104,7 +105,7 @@ func (r *Runner) RunOnce(ctx context.Context) (Summary, error) {
 	}
 	r.log.Info("deletion run done", "taken", sum.Taken, "verified", sum.Verified, "failed", sum.Failed,
 		"left", sum.Left, "waiting", sum.Waiting, "events_deleted", sum.EventsDeleted,
-		"mutations", sum.Mutations, "interrupted", sum.Interrupted, "elapsed", elapsed)
+		"mutations", sum.Mutations, "recounted", sum.Recounted, "interrupted", sum.Interrupted, "elapsed", elapsed)
 	return sum, nil
 }
 
@@ -162,6 +163,7 @@ func (r *Runner) run(ctx context.Context) (Summary, error) {
 		sum.Failed += res.failed
 		sum.EventsDeleted += res.deleted
 		sum.Mutations += res.mutations
+		sum.Recounted += res.recounted
 		if res.interrupted {
 			sum.Interrupted = true
 			sum.Left += countAll(batches[i:])
@@ -202,13 +204,14 @@ func step(ctx context.Context) (context.Context, context.CancelFunc) {
 
 type batchResult struct {
 	verified, failed, mutations int
+	recounted                   int
 	deleted                     uint64
 	interrupted, timedOut       bool
 }
 
 // runBatch deletes the events of one batch (one project) and verifies it:
-// count, record the counts, mutate, wait, count again, mark verified (or
-// failed, per person).
+// count, record the counts, mutate, wait, count again, recount the hourly
+// rows of persons with events left, mark verified (or failed, per person).
 func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 	var res batchResult
 	log := r.log.With("project_id", b[0].ProjectID, "persons", len(b))
@@ -218,31 +221,25 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 	st, cancel := step(ctx)
 	defer func() { cancel() }()
 
-	found, err := r.countEvents(st, b)
+	first, err := r.countBatch(st, b)
 	if err != nil {
 		return r.fail(ctx, b, fmt.Errorf("count events: %w", err), true)
 	}
-	copies, err := r.countRows(st, copyTable, b)
-	if err != nil {
-		return r.fail(ctx, b, fmt.Errorf("count %s: %w", copyTable, err), true)
-	}
-	drift, err := r.hourlyDrift(st, b)
-	if err != nil {
-		return r.fail(ctx, b, fmt.Errorf("compare %s: %w", hourlyTable, err), true)
-	}
+	found := first.events
 	lap("count")
 	// Keep the counts in the running rows, so that a crash after the
 	// mutation does not lose how many events it deleted.
 	var counted []Request
 	var targets []Request
 	for i := range b {
-		n := found[b[i].PersonID]
+		id := b[i].PersonID
+		n := found[id]
 		if n > b[i].EventsDeleted {
 			b[i].EventsDeleted = n
 			bump(&b[i])
 			counted = append(counted, b[i])
 		}
-		if n > 0 || copies[b[i].PersonID] > 0 || drift[b[i].PersonID] {
+		if n > 0 || first.copies[id] > 0 || first.drift(id) {
 			targets = append(targets, b[i])
 		}
 	}
@@ -292,23 +289,35 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 		lap("wait mutations")
 		cancel()
 		st, cancel = step(ctx)
-		if err := r.rebuildHourly(st, targets); err != nil {
-			fr := r.fail(ctx, b, fmt.Errorf("rebuild %s: %w", hourlyTable, err), true)
-			fr.mutations = res.mutations
-			return fr
-		}
-		if left, err = r.countEvents(st, b); err == nil {
-			copies, err = r.countRows(st, copyTable, b)
-		}
+		after, err := r.countBatch(st, b)
 		if err != nil {
 			fr := r.fail(ctx, b, fmt.Errorf("verify: %w", err), true)
 			fr.mutations = res.mutations
 			return fr
 		}
-		lap("rebuild hourly and verify")
-		for id, n := range copies {
+		left = after.events
+		for id, n := range after.copies {
 			left[id] += n
 		}
+		// The hourly rows of every target are gone; only persons with
+		// events left (of any sequence: above their request's, or not
+		// deleted) need theirs counted again. Normally there are none,
+		// and the statement, a scan of events, is skipped.
+		var recount []Request
+		for _, q := range targets {
+			if after.eventsAll[q.PersonID] > 0 {
+				recount = append(recount, q)
+			}
+		}
+		if len(recount) > 0 {
+			if err := r.rebuildHourly(st, recount); err != nil {
+				fr := r.fail(ctx, b, fmt.Errorf("rebuild %s: %w", hourlyTable, err), true)
+				fr.mutations = res.mutations
+				return fr
+			}
+		}
+		res.recounted = len(recount)
+		lap("verify and recount hourly")
 	}
 
 	now := time.Now().UTC()
@@ -425,32 +434,6 @@ func eventsWhere(b []Request) (string, []any) {
 // copyTable holds a copy of events rows by distinct id (schema 0009,
 // filled by a materialized view): the deleted events' copies go too.
 const copyTable = "events_by_distinct_id"
-
-// countEvents counts, per person, the physical rows (no FINAL) of events a
-// batch's mutation deletes.
-func (r *Runner) countEvents(ctx context.Context, b []Request) (map[uint64]uint64, error) {
-	return r.countRows(ctx, "events", b)
-}
-
-// countRows counts, per person, the physical rows of table (events or
-// copyTable) a batch's mutation deletes.
-func (r *Runner) countRows(ctx context.Context, table string, b []Request) (map[uint64]uint64, error) {
-	where, args := eventsWhere(b)
-	rows, err := r.conn.Query(ctx, "SELECT person_id, count() FROM "+table+" WHERE "+where+" GROUP BY person_id", args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[uint64]uint64{}
-	for rows.Next() {
-		var id, n uint64
-		if err := rows.Scan(&id, &n); err != nil {
-			return nil, err
-		}
-		out[id] = n
-	}
-	return out, rows.Err()
-}
 
 // refreshPending sets the pending gauge; a failure only logs.
 func (r *Runner) refreshPending(ctx context.Context) {
