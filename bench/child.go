@@ -65,7 +65,7 @@ func childMain(args []string) error {
 		logOut = f
 	}
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	appconfig.TuneGC(log, 1024) // as cmd/ingester does by default
+	appconfig.TuneGC(log, appconfig.IngesterMemoryLimitMiB) // as cmd/ingester does by default
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 

@@ -66,7 +66,8 @@ type options struct {
 	soakRate   int
 	rssCeiling int64
 	keep       bool
-	only       string // "": every phase; "g1": raw consume and ingest only; "g10": ingest and fill, then G10 alone; "g5": then the reads and G5f; "g9": G9 alone
+	only       string // "": every phase; "g1": raw consume and ingest only; "g10": ingest and fill, then G10 alone; "g5": then the reads and G5f; "g7": then the purge; "g9": G9 alone
+	purgeRuns  int    // G7's measurement repeated on fresh copies (the first is the goal's row)
 	g5fSizes   string // comma-separated persons, overriding the plan's G5f sizes
 	writeLane  bool   // the ingester's -write-lane
 }
@@ -90,7 +91,8 @@ func main() {
 	var ceiling int64
 	fs.Int64Var(&ceiling, "rss-ceiling-mib", 1024, "documented ingester RSS ceiling (G8) at the default max-cached-persons")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (ClickHouse and NATS data, logs)")
-	fs.StringVar(&o.only, "only", "", "run one phase: g1 (raw consume and the ingest alone, no fill), g10, g5 (the reads, G4 and G5, and G5f), or g9 (ingest without a transformation, with a trivial one and with one dropping half, nothing else); for g10 and g5 the persons are still ingested and filled first")
+	fs.StringVar(&o.only, "only", "", "run one phase: g1 (raw consume and the ingest alone, no fill), g10, g5 (the reads, G4 and G5, and G5f), g7 (the purge), or g9 (ingest without a transformation, with a trivial one and with one dropping half, nothing else); for g10, g5 and g7 the persons are still ingested and filled first")
+	fs.IntVar(&o.purgeRuns, "purge-runs", 1, "G7: purge fresh copies of the tables this many times, raw and deleter back to back each time (the first pair is G7's row; all are logged and kept in the JSON)")
 	fs.StringVar(&o.g5fSizes, "g5f-sizes", "", "G5f's project sizes in persons, comma-separated (default 100000,1000000,5000000; quick 100000; \"none\" skips G5f)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -99,8 +101,8 @@ func main() {
 		os.Exit(2)
 	}
 	o.rssCeiling = ceiling << 20
-	if o.only != "" && o.only != "g1" && o.only != "g10" && o.only != "g5" && o.only != "g9" {
-		fmt.Fprintf(os.Stderr, "bench: -only %q: the phases that run alone are g1, g10, g5 and g9\n", o.only)
+	if o.only != "" && o.only != "g1" && o.only != "g10" && o.only != "g5" && o.only != "g7" && o.only != "g9" {
+		fmt.Fprintf(os.Stderr, "bench: -only %q: the phases that run alone are g1, g10, g5, g7 and g9\n", o.only)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -80,7 +79,7 @@ func groupSet(ids []uint64) clickhouse.GroupSet {
 
 // measurePurge runs both sides. The deletion requests must already be
 // queued (committed by the ingester) in db.
-func measurePurge(ctx context.Context, ch *chServer, db string, project uint64, ids []uint64) (Purge, error) {
+func measurePurge(ctx context.Context, ch *chServer, db string, project uint64, ids []uint64, runnerLog *slog.Logger) (Purge, error) {
 	p := Purge{Persons: len(ids)}
 	admin, err := ch.open(ctx, "default")
 	if err != nil {
@@ -130,7 +129,7 @@ func measurePurge(ctx context.Context, ch *chServer, db string, project uint64, 
 	defer st.Close()
 	cfg := deletion.DefaultConfig()
 	cfg.Schedule = ""
-	runner, err := deletion.New(st.Conn(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	runner, err := deletion.New(st.Conn(), cfg, runnerLog, prometheus.NewRegistry())
 	if err != nil {
 		return p, err
 	}

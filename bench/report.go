@@ -72,6 +72,7 @@ type Project struct {
 	OneRowInsert     Latency    `json:"one_row_insert"`
 	Purge            *Purge     `json:"purge,omitempty"`
 	PurgeErr         string     `json:"purge_error,omitempty"`
+	PurgeRepeats     []Purge    `json:"purge_repeats,omitempty"` // -purge-runs beyond the first
 	Soak             *Soak      `json:"soak,omitempty"`
 	G5f              []G5fPoint `json:"g5f"`
 	G5fErr           string     `json:"g5f_error,omitempty"`

@@ -127,12 +127,14 @@ func (s *session) run(ctx context.Context) error {
 			s.lg.f("G10 failed: %v", err)
 		}
 	}
+	if all || s.o.only == "g7" {
+		if err := s.purge(ctx); err != nil {
+			s.res.Project.PurgeErr = err.Error()
+			s.lg.f("G7 purge failed: %v", err)
+		}
+	}
 	if !all {
 		return ctx.Err()
-	}
-	if err := s.purge(ctx); err != nil {
-		s.res.Project.PurgeErr = err.Error()
-		s.lg.f("G7 purge failed: %v", err)
 	}
 	if s.p.soak > 0 {
 		s.lg.f("soak: %s at %d events/s", s.p.soak, s.p.soakRate)

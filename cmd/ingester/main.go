@@ -61,7 +61,7 @@ func parseRun(args []string) (*runOptions, error) {
 	fs.DurationVar(&o.cfg.AckWait, "ack-wait", env.Duration("INGESTER_ACK_WAIT", o.cfg.AckWait), "JetStream ack wait (env INGESTER_ACK_WAIT)")
 	fs.DurationVar(&o.cfg.StallWait, "stall-wait", env.Duration("INGESTER_STALL_WAIT", o.cfg.StallWait), "how long to wait for a message the stream says is there before recreating the consumer (env INGESTER_STALL_WAIT)")
 	fs.DurationVar(&o.cfg.ShutdownGrace, "shutdown-grace", env.Duration("INGESTER_SHUTDOWN_GRACE", o.cfg.ShutdownGrace), "on SIGINT/SIGTERM, how long the batch in hand may still take to commit; after it the batch is left unacknowledged for the next start (env INGESTER_SHUTDOWN_GRACE)")
-	fs.IntVar(&o.memoryLimitMiB, "memory-limit-mib", env.Int("INGESTER_MEMORY_LIMIT_MIB", 1024), "Go soft memory limit in MiB unless GOMEMLIMIT is set; 0 for none (env INGESTER_MEMORY_LIMIT_MIB)")
+	fs.IntVar(&o.memoryLimitMiB, "memory-limit-mib", env.Int("INGESTER_MEMORY_LIMIT_MIB", appconfig.IngesterMemoryLimitMiB), "Go soft memory limit in MiB unless GOMEMLIMIT is set; 0 for none (env INGESTER_MEMORY_LIMIT_MIB)")
 	fs.BoolVar(&o.cfg.WriteLane, "write-lane", env.Bool("INGESTER_WRITE_LANE", o.cfg.WriteLane), "fold the API's person writes ahead of the capture backlog, recording where in the log (docs/events.md, \"The write lane\"); records already in the log are followed either way (env INGESTER_WRITE_LANE)")
 	bindStreams(fs, &o.cfg.Streams, env)
 	legacy := fs.Int("legacy-commands-until", env.Int("INGESTER_LEGACY_COMMANDS_UNTIL", 0), "honour commands found on events.<project> up to this stream sequence, for rebuilding from a log written before commands had their own subject; 0: none (env INGESTER_LEGACY_COMMANDS_UNTIL)")

@@ -243,6 +243,15 @@ func SplitList(s string) []string {
 	return out
 }
 
+// IngesterMemoryLimitMiB is the ingester's default Go soft memory limit:
+// 7/8 of the 1 GiB its RSS is held to at 1M persons with the default
+// cache (G8, docs/operations.md "Ingester memory"). With GOGC=200 the
+// heap grows to the limit whatever the live heap (218 MB there), and the
+// limit is soft: RSS went 22 MiB past 1024 and 40 MiB past 896 at the
+// fill's peaks (what is allocated while a collection runs), so the limit
+// sits an eighth below the ceiling.
+const IngesterMemoryLimitMiB = 896
+
 // TuneGC trades memory for CPU where the operator has not chosen: the
 // ingester's person cache is pointer-heavy, and with Go's defaults garbage
 // collection took a third of its CPU in make bench. GOGC defaults to 200

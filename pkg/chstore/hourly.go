@@ -38,6 +38,10 @@ func HourlyCountsSQL(where string) string {
 // partition's keys, and runs this before the retry's insert. A restore
 // interrupted midway runs again with the same result, since it only
 // brings the sums to the count.
+// astElements bounds the AST of restoreHourly's statement: a chunk of
+// keys, each some 12 elements, with room to spare.
+const astElements = 16 * chunk
+
 func (s *Store) restoreHourly(ctx context.Context, rows []EventRow, written map[uint64]bool) error {
 	type key struct {
 		event, did string
@@ -57,7 +61,12 @@ func (s *Store) restoreHourly(ctx context.Context, rows []EventRow, written map[
 		hour := r.Timestamp.Unix() - r.Timestamp.Unix()%3600
 		keys[key{r.Event, r.DistinctID, uint32(hour), r.PersonID}] = true
 	}
-	ctx = loaderCtx(ctx)
+	// Each key is a tuple of four in the statement, twice: some 12 AST
+	// elements a key, so a chunk of keys is far above max_ast_elements'
+	// default 50,000 (the statement failed at a full batch's 20k keys, and
+	// the ingester retried the batch for ever); raised for this statement
+	// only (both settings exist on 18.16 and 24.x).
+	ctx = boundCtx(ctx, clickhouse.Settings{"max_ast_elements": astElements, "max_expanded_ast_elements": astElements})
 	for project, keys := range byProject {
 		all := make([]any, 0, len(keys))
 		var minHour, maxHour uint32

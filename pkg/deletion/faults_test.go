@@ -88,7 +88,8 @@ func TestVerificationFindsLateEvents(t *testing.T) {
 	commit(t, conn, 10)
 
 	sum := f.runOnce(t)
-	if want := (Summary{Taken: 2, Verified: 1, Failed: 1, EventsDeleted: 1, Mutations: 1}); sum != want {
+	// 1/50's late event is left: its hourly counts are rebuilt from it.
+	if want := (Summary{Taken: 2, Verified: 1, Failed: 1, EventsDeleted: 1, Mutations: 1, Recounted: 1}); sum != want {
 		t.Fatalf("summary %+v, want %+v", sum, want)
 	}
 	reqs := requests(t, conn)

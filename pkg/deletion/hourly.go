@@ -14,13 +14,14 @@ import (
 // person's request_seq as it cuts events: it deletes every row of the
 // batch's persons, then, once events are mutated, counts again the
 // events of those persons that are left (normally none: events above a
-// deletion's sequence belong to the ids' next persons). A failure between
-// the two leaves the request unverified, and the next run of it deletes
-// and rebuilds again; both steps run in every run that mutates. A run
-// killed after the events' mutation and before the hourly one leaves
-// nothing of the person's in events for the next run to find, so each
-// run also compares a person's hourly sums with its events (hourlyDrift)
-// and mutates where they differ.
+// deletion's sequence belong to the ids' next persons, so the recount is
+// normally skipped: runBatch). A failure between the two leaves the
+// request unverified, and the next run of it deletes and rebuilds again;
+// both steps run in every run that mutates. A run killed after the
+// events' mutation and before the hourly one leaves nothing of the
+// person's in events for the next run to find, so each run also compares
+// a person's hourly sums with its events (counts.drift) and mutates where
+// they differ.
 const hourlyTable = "events_hourly"
 
 // hourlyWhere selects the hourly rows of a batch's persons (one project).
@@ -38,30 +39,4 @@ func (r *Runner) rebuildHourly(ctx context.Context, b []Request) error {
 	where, args := hourlyWhere(b)
 	return r.conn.Exec(ctx, "INSERT INTO "+hourlyTable+" (project_id, event, hour, distinct_id, person_id, events) "+
 		chstore.HourlyCountsSQL(where), args...)
-}
-
-// hourlyDrift returns the batch's persons whose hourly sums are not the
-// number of their events (the view's filter): a run stopped between the
-// events' mutation and the hourly rebuild. Normally none, and the query
-// reads the persons' rows of both tables only.
-func (r *Runner) hourlyDrift(ctx context.Context, b []Request) (map[uint64]bool, error) {
-	where, args := hourlyWhere(b)
-	rows, err := r.conn.Query(ctx, "SELECT person_id, sum(d) AS n FROM ("+
-		"SELECT person_id, toInt64(events) AS d FROM "+hourlyTable+" WHERE "+where+
-		" UNION ALL SELECT person_id, toInt64(-1) AS d FROM events WHERE "+where+" AND visitParamHas(properties, '$actor') = 0"+
-		") GROUP BY person_id HAVING n != 0", append(args, args...)...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[uint64]bool{}
-	for rows.Next() {
-		var id uint64
-		var n int64
-		if err := rows.Scan(&id, &n); err != nil {
-			return nil, err
-		}
-		out[id] = true
-	}
-	return out, rows.Err()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
@@ -52,7 +53,9 @@ func TestHourlyCountsFollowDeletions(t *testing.T) {
 	}
 	request(t, f.runner, Request{ProjectID: 1, PersonID: 20, RequestSeq: 10})
 	commit(t, f.conn, 15)
-	if sum := f.runOnce(t); sum.Verified != 1 || sum.EventsDeleted != 3 {
+	// Its event at 15 is left: its hourly counts are rebuilt (one person
+	// recounted), those of nobody else.
+	if sum := f.runOnce(t); sum.Verified != 1 || sum.EventsDeleted != 3 || sum.Recounted != 1 {
 		t.Fatalf("run: %+v", sum)
 	}
 	got, want := hourlyOf(t, f.conn, 1, 20, false), hourlyOf(t, f.conn, 1, 20, true)
@@ -72,5 +75,73 @@ func TestHourlyCountsFollowDeletions(t *testing.T) {
 	f.runOnce(t)
 	if got := hourlyOf(t, f.conn, 1, 20, false); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("after a second request: %v, want %v", got, want)
+	}
+}
+
+// TestHourlyRecountOnlyWithEventsLeft: a person whose events all go has
+// its hourly rows deleted and not counted again (a scan of events saved);
+// its counts are empty, as its events.
+func TestHourlyRecountOnlyWithEventsLeft(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	insertEvents(t, f.conn, ev{1, 20, 1}, ev{1, 20, 2}, ev{1, 21, 3})
+	request(t, f.runner, Request{ProjectID: 1, PersonID: 20, RequestSeq: 10})
+	commit(t, f.conn, 10)
+	if sum := f.runOnce(t); sum.Verified != 1 || sum.Mutations != 1 || sum.Recounted != 0 {
+		t.Fatalf("run: %+v, want 1 verified, 1 mutation, nobody recounted", sum)
+	}
+	if got := hourlyOf(t, f.conn, 1, 20, false); len(got) != 0 {
+		t.Fatalf("hourly counts of 1/20: %v, want none", got)
+	}
+	if got := hourlyOf(t, f.conn, 1, 21, false); len(got) != 1 {
+		t.Fatalf("hourly counts of 1/21: %v, want its one", got)
+	}
+}
+
+// TestHourlyDriftIsRepaired: a run killed between the events' mutation
+// and the hourly one left a person's hourly counts above its events; the
+// next run finds the difference (through the copy, which holds what the
+// view counts) and rebuilds them. A person whose counts agree, with
+// nothing of its own to delete, costs no mutation.
+func TestHourlyDriftIsRepaired(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	insertEvents(t, f.conn, ev{1, 20, 1}, ev{1, 20, 2}, ev{1, 20, 15}, ev{1, 30, 40})
+	ctx := context.Background()
+	for _, table := range []string{copyTable, "events"} {
+		if err := f.conn.Exec(ctx, "ALTER TABLE "+table+" DELETE WHERE person_id = 20 AND seq <= 10"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.runner.waitMutations(ctx, map[string]bool{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := hourlyOf(t, f.conn, 1, 20, false), hourlyOf(t, f.conn, 1, 20, true); maps.Equal(got, want) {
+		t.Fatalf("hourly counts of 1/20 before the run: %v, equal to its events' %v: no drift to repair", got, want)
+	}
+	// Person 30's only event is above its request: nothing to delete.
+	request(t, f.runner, Request{ProjectID: 1, PersonID: 30, RequestSeq: 35})
+	commit(t, f.conn, 40)
+	if sum := f.runOnce(t); sum.Verified != 1 || sum.Mutations != 0 {
+		t.Fatalf("run for 1/30: %+v, want verified without a mutation", sum)
+	}
+	request(t, f.runner, Request{ProjectID: 1, PersonID: 20, RequestSeq: 10})
+	if sum := f.runOnce(t); sum.Verified != 1 || sum.Mutations != 1 || sum.Recounted != 1 {
+		t.Fatalf("run for 1/20: %+v, want 1 verified, 1 mutation, 1 recounted", sum)
+	}
+	got, want := hourlyOf(t, f.conn, 1, 20, false), hourlyOf(t, f.conn, 1, 20, true)
+	if len(want) != 1 || !maps.Equal(got, want) {
+		t.Fatalf("hourly counts of 1/20 after: %v, want those of its event left %v", got, want)
+	}
+}
+
+// TestPollDelay: the poll interval follows the time waited (a hundredth),
+// within its bounds.
+func TestPollDelay(t *testing.T) {
+	for _, c := range []struct{ waited, want time.Duration }{
+		{0, pollMin}, {500 * time.Millisecond, pollMin}, {3 * time.Second, 30 * time.Millisecond},
+		{20 * time.Second, 200 * time.Millisecond}, {time.Hour, pollMax},
+	} {
+		if got := pollDelay(c.waited); got != c.want {
+			t.Errorf("pollDelay(%s) = %s, want %s", c.waited, got, c.want)
+		}
 	}
 }

@@ -10,12 +10,21 @@ import (
 // errMutationTimeout says a mutation did not finish within MutationTimeout.
 var errMutationTimeout = errors.New("mutation did not finish in time")
 
-// Polling starts fast (a small table mutates in milliseconds) and backs
-// off to five polls a second for long ones (a cheap system table read).
+// The poll interval is a hundredth of the time waited so far, within
+// pollMin and pollMax: a mutation is seen done at most ~1% (or pollMin)
+// after it ends, and a long one costs a few polls a second at most (a
+// cheap read of a system table). A fixed 50-200 ms back-off lost up to
+// 200 ms of a run of a few seconds (docs/performance.md, G7).
 const (
-	pollFirst = 50 * time.Millisecond
-	pollMax   = 200 * time.Millisecond
+	pollMin = 10 * time.Millisecond
+	pollMax = time.Second
 )
+
+// pollDelay is the wait before the next poll, waited being the time since
+// the mutations were issued.
+func pollDelay(waited time.Duration) time.Duration {
+	return min(max(waited/100, pollMin), pollMax)
+}
 
 // mutationTables are the tables the deleter mutates: events, its copy
 // and its hourly counts.
@@ -70,8 +79,8 @@ func (r *Runner) unfinished(ctx context.Context, before map[string]bool) ([]stri
 // carries on in ClickHouse either way. A failed poll is retried until the
 // deadline.
 func (r *Runner) waitMutations(ctx context.Context, before map[string]bool) error {
-	deadline := time.Now().Add(r.cfg.MutationTimeout)
-	delay := pollFirst
+	start := time.Now()
+	deadline := start.Add(r.cfg.MutationTimeout)
 	var last []string
 	var lastErr error
 	for {
@@ -95,13 +104,12 @@ func (r *Runner) waitMutations(ctx context.Context, before map[string]bool) erro
 			}
 			return fmt.Errorf("%w (%s): events mutations %v are still running; see system.mutations", errMutationTimeout, r.cfg.MutationTimeout, last)
 		}
-		t := time.NewTimer(min(delay, time.Until(deadline)))
+		t := time.NewTimer(min(pollDelay(time.Since(start)), time.Until(deadline)))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
 		case <-t.C:
 		}
-		delay = min(2*delay, pollMax)
 	}
 }

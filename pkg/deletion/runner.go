@@ -69,6 +69,7 @@ type Summary struct {
 	Waiting       int    // requests from a batch the ingester has not committed
 	EventsDeleted uint64 // events of the verified requests, counted before deleting
 	Mutations     int    // mutations issued
+	Recounted     int    // persons whose hourly counts were rebuilt from events left to them (normally none)
 	Interrupted   bool   // the run stopped because its context was cancelled
 }
 
@@ -88,7 +89,9 @@ func (r *Runner) RunOnce(ctx context.Context) (Summary, error) {
 	r.m.lastRun.Set(float64(time.Now().UnixNano()) / 1e9)
 	r.m.lastDuration.Set(elapsed.Seconds())
 	gctx, stop := shutdown.Grace(ctx, shutdownGrace)
+	lap := laps(r.log)
 	r.refreshPending(gctx)
+	lap("refresh pending")
 	stop()
 	if err != nil && ctx.Err() != nil {
 		// Cancelled while reading or marking the requests: nothing was
@@ -102,12 +105,13 @@ func (r *Runner) RunOnce(ctx context.Context) (Summary, error) {
 	}
 	r.log.Info("deletion run done", "taken", sum.Taken, "verified", sum.Verified, "failed", sum.Failed,
 		"left", sum.Left, "waiting", sum.Waiting, "events_deleted", sum.EventsDeleted,
-		"mutations", sum.Mutations, "interrupted", sum.Interrupted, "elapsed", elapsed)
+		"mutations", sum.Mutations, "recounted", sum.Recounted, "interrupted", sum.Interrupted, "elapsed", elapsed)
 	return sum, nil
 }
 
 func (r *Runner) run(ctx context.Context) (Summary, error) {
 	var sum Summary
+	lap := laps(r.log)
 	open, err := r.loadOpen(ctx)
 	if err != nil {
 		return sum, fmt.Errorf("read deletion requests: %w", err)
@@ -145,6 +149,7 @@ func (r *Runner) run(ctx context.Context) (Summary, error) {
 	if err != nil {
 		return sum, fmt.Errorf("mark requests running: %w", err)
 	}
+	lap("take requests")
 
 	batches := plan(take, r.cfg.BatchSize, maxListBytes)
 	for i, b := range batches {
@@ -158,6 +163,7 @@ func (r *Runner) run(ctx context.Context) (Summary, error) {
 		sum.Failed += res.failed
 		sum.EventsDeleted += res.deleted
 		sum.Mutations += res.mutations
+		sum.Recounted += res.recounted
 		if res.interrupted {
 			sum.Interrupted = true
 			sum.Left += countAll(batches[i:])
@@ -198,51 +204,49 @@ func step(ctx context.Context) (context.Context, context.CancelFunc) {
 
 type batchResult struct {
 	verified, failed, mutations int
+	recounted                   int
 	deleted                     uint64
 	interrupted, timedOut       bool
 }
 
 // runBatch deletes the events of one batch (one project) and verifies it:
-// count, record the counts, mutate, wait, count again, mark verified (or
-// failed, per person).
+// count, record the counts, mutate, wait, count again, recount the hourly
+// rows of persons with events left, mark verified (or failed, per person).
 func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 	var res batchResult
 	log := r.log.With("project_id", b[0].ProjectID, "persons", len(b))
+	lap := laps(log)
 	// Each phase gets its own statement deadline: the wait in between can
 	// take up to MutationTimeout.
 	st, cancel := step(ctx)
 	defer func() { cancel() }()
 
-	found, err := r.countEvents(st, b)
+	first, err := r.countBatch(st, b)
 	if err != nil {
 		return r.fail(ctx, b, fmt.Errorf("count events: %w", err), true)
 	}
-	copies, err := r.countRows(st, copyTable, b)
-	if err != nil {
-		return r.fail(ctx, b, fmt.Errorf("count %s: %w", copyTable, err), true)
-	}
-	drift, err := r.hourlyDrift(st, b)
-	if err != nil {
-		return r.fail(ctx, b, fmt.Errorf("compare %s: %w", hourlyTable, err), true)
-	}
+	found := first.events
+	lap("count")
 	// Keep the counts in the running rows, so that a crash after the
 	// mutation does not lose how many events it deleted.
 	var counted []Request
 	var targets []Request
 	for i := range b {
-		n := found[b[i].PersonID]
+		id := b[i].PersonID
+		n := found[id]
 		if n > b[i].EventsDeleted {
 			b[i].EventsDeleted = n
 			bump(&b[i])
 			counted = append(counted, b[i])
 		}
-		if n > 0 || copies[b[i].PersonID] > 0 || drift[b[i].PersonID] {
+		if n > 0 || first.copies[id] > 0 || first.drift(id) {
 			targets = append(targets, b[i])
 		}
 	}
 	if err := r.write(st, counted); err != nil {
 		return r.fail(ctx, b, fmt.Errorf("record event counts: %w", err), true)
 	}
+	lap("record counts")
 	if ctx.Err() != nil {
 		res.interrupted = true
 		return res
@@ -254,24 +258,14 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 		if err != nil {
 			return r.fail(ctx, b, fmt.Errorf("list mutations: %w", err), true)
 		}
-		where, args := eventsWhere(targets)
-		// The copy first: a request is verified only when both tables
-		// have none of its rows, and a crash between the two statements
-		// leaves events, which the next run finds and deletes again.
-		for _, table := range []string{copyTable, "events"} {
-			if err := r.conn.Exec(st, "ALTER TABLE "+table+" DELETE WHERE "+where, args...); err != nil {
-				return r.fail(ctx, b, fmt.Errorf("issue mutation on %s: %w", table, err), true)
-			}
-		}
-		hw, hargs := hourlyWhere(targets)
-		if err := r.conn.Exec(st, "ALTER TABLE "+hourlyTable+" DELETE WHERE "+hw, hargs...); err != nil {
-			return r.fail(ctx, b, fmt.Errorf("issue mutation on %s: %w", hourlyTable, err), true)
+		if err := r.issue(st, targets); err != nil {
+			return r.fail(ctx, b, err, true)
 		}
 		// One deletion, counted once (the metric and Summary count batches
 		// mutated, as before the copy existed).
 		res.mutations++
 		r.m.mutations.Inc()
-		log.Debug("mutation issued", "events", total(found))
+		lap("issue mutations")
 		if err := r.waitMutations(ctx, before); err != nil {
 			if ctx.Err() != nil {
 				log.Info("stopped waiting for the mutation: shutting down; the next run verifies it")
@@ -282,24 +276,38 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 			fr.mutations, fr.timedOut = res.mutations, errors.Is(err, errMutationTimeout)
 			return fr
 		}
+		lap("wait mutations")
 		cancel()
 		st, cancel = step(ctx)
-		if err := r.rebuildHourly(st, targets); err != nil {
-			fr := r.fail(ctx, b, fmt.Errorf("rebuild %s: %w", hourlyTable, err), true)
-			fr.mutations = res.mutations
-			return fr
-		}
-		if left, err = r.countEvents(st, b); err == nil {
-			copies, err = r.countRows(st, copyTable, b)
-		}
+		after, err := r.countBatch(st, b)
 		if err != nil {
 			fr := r.fail(ctx, b, fmt.Errorf("verify: %w", err), true)
 			fr.mutations = res.mutations
 			return fr
 		}
-		for id, n := range copies {
+		left = after.events
+		for id, n := range after.copies {
 			left[id] += n
 		}
+		// The hourly rows of every target are gone; only persons with
+		// events left (of any sequence: above their request's, or not
+		// deleted) need theirs counted again. Normally there are none,
+		// and the statement, a scan of events, is skipped.
+		var recount []Request
+		for _, q := range targets {
+			if after.eventsAll[q.PersonID] > 0 {
+				recount = append(recount, q)
+			}
+		}
+		if len(recount) > 0 {
+			if err := r.rebuildHourly(st, recount); err != nil {
+				fr := r.fail(ctx, b, fmt.Errorf("rebuild %s: %w", hourlyTable, err), true)
+				fr.mutations = res.mutations
+				return fr
+			}
+		}
+		res.recounted = len(recount)
+		lap("verify and recount hourly")
 	}
 
 	now := time.Now().UTC()
@@ -318,6 +326,7 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 		fr.mutations = res.mutations
 		return fr
 	}
+	lap("mark verified")
 	for _, q := range done {
 		res.deleted += found[q.PersonID]
 	}
@@ -332,6 +341,47 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 	}
 	log.Info("batch done", "verified", res.verified, "failed", res.failed, "events_deleted", res.deleted)
 	return res
+}
+
+// issue issues a batch's three mutations side by side: ClickHouse checks
+// each one (its condition holds the batch's id lists) before it answers,
+// which took seconds in a row. Their order does not matter: a request is
+// verified only when events and its copy hold none of its rows, and a
+// person whose hourly sums differ from its copy is mutated again
+// (counts.drift), so a run cut short with only some of them issued
+// leaves nothing the next run does not find.
+func (r *Runner) issue(ctx context.Context, targets []Request) error {
+	where, args := eventsWhere(targets)
+	hw, hargs := hourlyWhere(targets)
+	stmts := []struct {
+		table, where string
+		args         []any
+	}{{copyTable, where, args}, {"events", where, args}, {hourlyTable, hw, hargs}}
+	errs := make([]error, len(stmts))
+	var wg sync.WaitGroup
+	for i, m := range stmts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.conn.Exec(ctx, "ALTER TABLE "+m.table+" DELETE WHERE "+m.where, m.args...); err != nil {
+				errs[i] = fmt.Errorf("issue mutation on %s: %w", m.table, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// laps returns a function that logs, at debug level, the time since its
+// previous call (or since laps) under a step's name: where a run's time
+// goes beside the mutation itself (docs/performance.md, G7).
+func laps(log *slog.Logger) func(step string) {
+	last := time.Now()
+	return func(step string) {
+		now := time.Now()
+		log.Debug("deletion step", "step", step, "ms", now.Sub(last).Milliseconds())
+		last = now
+	}
 }
 
 func total(m map[uint64]uint64) uint64 {
@@ -403,32 +453,6 @@ func eventsWhere(b []Request) (string, []any) {
 // copyTable holds a copy of events rows by distinct id (schema 0009,
 // filled by a materialized view): the deleted events' copies go too.
 const copyTable = "events_by_distinct_id"
-
-// countEvents counts, per person, the physical rows (no FINAL) of events a
-// batch's mutation deletes.
-func (r *Runner) countEvents(ctx context.Context, b []Request) (map[uint64]uint64, error) {
-	return r.countRows(ctx, "events", b)
-}
-
-// countRows counts, per person, the physical rows of table (events or
-// copyTable) a batch's mutation deletes.
-func (r *Runner) countRows(ctx context.Context, table string, b []Request) (map[uint64]uint64, error) {
-	where, args := eventsWhere(b)
-	rows, err := r.conn.Query(ctx, "SELECT person_id, count() FROM "+table+" WHERE "+where+" GROUP BY person_id", args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[uint64]uint64{}
-	for rows.Next() {
-		var id, n uint64
-		if err := rows.Scan(&id, &n); err != nil {
-			return nil, err
-		}
-		out[id] = n
-	}
-	return out, rows.Err()
-}
 
 // refreshPending sets the pending gauge; a failure only logs.
 func (r *Runner) refreshPending(ctx context.Context) {
