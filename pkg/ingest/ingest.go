@@ -639,6 +639,7 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 		if err := progress.Publish(ctx, i.progress, i.cfg.Consumer, last); err != nil {
 			i.log.Warn("publish progress", "err", err)
 		}
+		i.keepLaneStart(ctx, last)
 		i.metrics.flushSeconds.Observe(time.Since(wstart).Seconds())
 		i.metrics.personRows.Add(float64(len(folded.Persons)))
 		i.metrics.distinctIDRows.Add(float64(len(folded.DistinctIDs)))
