@@ -303,9 +303,16 @@ func (i *Ingester) takeLane(ctx context.Context, last uint64) ([]chstore.EventRo
 // laneWaiting reports whether a command the lane may take arrived after
 // seq: collect then ends the batch, so the command waits for one batch's
 // fold and write, not a full batch's collection.
+//
+// Not where takeLane would take nothing (a batch ending at or below a
+// record's after, or inside what an uncommitted write may reach): the
+// lane's through stays put there, and every batch would end after one
+// message (after a restart with a backlog of commands: BatchSize batches
+// of one, each its own write).
 func (i *Ingester) laneWaiting(seq uint64) bool {
 	l := i.lane
-	if l == nil || !l.live.Load() || l.newest.Load() <= max(seq, l.through.Load()) {
+	if l == nil || !l.live.Load() || l.newest.Load() <= max(seq, l.through.Load()) ||
+		seq <= l.lastAfter || seq <= i.intents.overlap {
 		return false
 	}
 	b := l.blocked.Load()
