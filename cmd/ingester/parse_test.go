@@ -31,3 +31,33 @@ func TestParseRunEnv(t *testing.T) {
 		t.Errorf("config %+v: want batch size 150 and grace 3s from the environment, batch wait 7ms from the flag", o.cfg)
 	}
 }
+
+// The write lane is on by default; INGESTER_WRITE_LANE=false or
+// -write-lane=false turns it off, and the flag wins over the environment.
+func TestParseRunWriteLane(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		args []string
+		want bool
+	}{
+		{"", nil, true},
+		{"false", nil, false},
+		{"0", nil, false},
+		{"true", nil, true},
+		{"", []string{"-write-lane=false"}, false},
+		{"false", []string{"-write-lane"}, true},
+	} {
+		t.Setenv("INGESTER_WRITE_LANE", c.env)
+		o, err := parseRun(c.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.cfg.WriteLane != c.want {
+			t.Errorf("INGESTER_WRITE_LANE=%q %v: write lane %v, want %v", c.env, c.args, o.cfg.WriteLane, c.want)
+		}
+	}
+	t.Setenv("INGESTER_WRITE_LANE", "maybe")
+	if _, err := parseRun(nil); err == nil || !strings.Contains(err.Error(), `INGESTER_WRITE_LANE="maybe": not a bool`) {
+		t.Errorf("INGESTER_WRITE_LANE=maybe: %v; want it refused, named", err)
+	}
+}

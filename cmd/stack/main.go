@@ -44,6 +44,8 @@ type config struct {
 	common         appconfig.Common
 	plugins        plugin.Settings
 	apiServer      httpapi.Settings
+	// writeLane: the ingester's write lane (ingest.Config.WriteLane).
+	writeLane bool
 }
 
 func main() {
@@ -67,6 +69,7 @@ func parse(args []string) (*config, error) {
 	fs.IntVar(&cfg.chHTTPPort, "clickhouse-http-port", env.Int("STACK_CLICKHOUSE_HTTP_PORT", 18123), "HTTP port of the private ClickHouse (env STACK_CLICKHOUSE_HTTP_PORT)")
 	fs.StringVar(&cfg.database, "clickhouse-database", appconfig.Env("CLICKHOUSE_DATABASE", "personhub"), "ClickHouse database (env CLICKHOUSE_DATABASE)")
 	fs.StringVar(&cfg.common.LogLevel, "log-level", appconfig.Env("LOG_LEVEL", "info"), "log level (env LOG_LEVEL)")
+	fs.BoolVar(&cfg.writeLane, "write-lane", env.Bool("INGESTER_WRITE_LANE", ingest.DefaultConfig().WriteLane), "fold the API's person writes ahead of the capture backlog, recording where in the log (docs/events.md, \"The write lane\"); -write-lane=false folds them in log order (env INGESTER_WRITE_LANE)")
 	cfg.apiServer.Bind(fs, env)
 	cfg.plugins.Bind(fs)
 	cfg.common.LogFormat = "text"
@@ -158,7 +161,7 @@ func run() error {
 	// 3. Ingester and API, each stopping in order on Ctrl-C.
 	reg := prometheus.NewRegistry()
 	ingCfg := ingest.DefaultConfig()
-	ingCfg.WriteLane = appconfig.Env("INGESTER_WRITE_LANE", "") == "true"
+	ingCfg.WriteLane = cfg.writeLane
 	// Enabled transformations run on every event before the fold.
 	if ingCfg.Hook, err = transform.NewIngestHook(ctx, js, 1, root.With("component", "ingester"), reg); err != nil {
 		return err

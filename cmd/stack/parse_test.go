@@ -29,3 +29,21 @@ func TestParseEnv(t *testing.T) {
 		t.Errorf("nats port %d, clickhouse port %d: want 4333 (environment) and 19001 (flag)", cfg.natsPort, cfg.chTCPPort)
 	}
 }
+
+// The stack's ingester runs the write lane unless INGESTER_WRITE_LANE=false
+// (or -write-lane=false) says otherwise.
+func TestParseWriteLane(t *testing.T) {
+	lane := func(env string, args ...string) bool {
+		t.Helper()
+		t.Setenv("INGESTER_WRITE_LANE", env)
+		cfg, err := parse(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.writeLane
+	}
+	if !lane("") || lane("false") || lane("", "-write-lane=false") {
+		t.Errorf("write lane: default %v, INGESTER_WRITE_LANE=false %v, -write-lane=false %v; want true, false, false",
+			lane(""), lane("false"), lane("", "-write-lane=false"))
+	}
+}

@@ -1,18 +1,13 @@
 package ingest
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personhub/personhub/pkg/chstore"
@@ -84,6 +79,12 @@ type lane struct {
 	// taken is the highest command taken by a batch not yet committed;
 	// visible the lane watermark published.
 	taken, visible uint64
+	// recs are the records of commands above the commit point, with
+	// their places in the lane stream; end is the last place read or
+	// published; saved the start point last kept (lanelog.go).
+	recs  []laneAt
+	end   uint64
+	saved laneStart
 }
 
 // LaneKey is the progress key of a consumer's lane watermark: every
@@ -160,88 +161,8 @@ func (i *Ingester) reloadLane(ctx context.Context) error {
 	if l == nil {
 		return nil
 	}
-	l.after, l.ahead, l.lastAfter = map[uint64][]laneMsg{}, map[uint64]bool{}, 0
+	l.after, l.ahead, l.lastAfter, l.recs = map[uint64][]laneMsg{}, map[uint64]bool{}, 0, nil
 	return i.loadLane(ctx, l)
-}
-
-// loadLane reads the consumer's records: those above the commit point are
-// the commands the main consumer skips, and those applied after a
-// sequence above it are folded there again (with their bodies, read from
-// the events stream). The first record of a command stands.
-func (i *Ingester) loadLane(ctx context.Context, l *lane) error {
-	s, err := i.js.Stream(ctx, LaneStream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		if !i.cfg.WriteLane {
-			return nil // no lane ever ran: nothing to follow
-		}
-		s, err = i.js.CreateStream(ctx, jetstream.StreamConfig{Name: LaneStream, Subjects: []string{LanePrefix + ">"},
-			Storage: jetstream.FileStorage, Replicas: max(i.cfg.Streams.Replicas, 1), Duplicates: 10 * time.Minute,
-			Description: "personhub: the write lane's order records, where each API command taken ahead was folded"})
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			s, err = i.js.Stream(ctx, LaneStream)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("stream %s: %w", LaneStream, err)
-	}
-	subj := i.laneSubject()
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subj))
-	if err != nil {
-		return err
-	}
-	if info.State.Subjects[subj] == 0 {
-		return nil
-	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
-	if err != nil {
-		return err
-	}
-	events, err := i.js.Stream(ctx, stream.Events)
-	if err != nil {
-		return err
-	}
-	seen := map[uint64]bool{}
-	for {
-		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if err != nil {
-			return fmt.Errorf("read %s: %w", LaneStream, err)
-		}
-		var rec laneRecord
-		if err := json.Unmarshal(msg.Data(), &rec); err != nil {
-			return fmt.Errorf("%s record: %w", LaneStream, err)
-		}
-		if !seen[rec.Seq] {
-			seen[rec.Seq] = true
-			if err := i.loadRecord(ctx, l, events, rec); err != nil {
-				return err
-			}
-		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			return err
-		}
-		if meta.NumPending == 0 {
-			return nil
-		}
-	}
-}
-
-func (i *Ingester) loadRecord(ctx context.Context, l *lane, events jetstream.Stream, rec laneRecord) error {
-	l.lastAfter = max(l.lastAfter, rec.After)
-	if rec.Seq <= i.folder.Committed {
-		return nil
-	}
-	l.ahead[rec.Seq] = true
-	if rec.After <= i.folder.Committed {
-		return nil
-	}
-	raw, err := events.GetMsg(ctx, rec.Seq)
-	if err != nil {
-		return fmt.Errorf("command %d of a write lane record: %w", rec.Seq, err)
-	}
-	l.after[rec.After] = append(l.after[rec.After], laneMsg{seq: rec.Seq, subject: raw.Subject, data: raw.Data})
-	slices.SortFunc(l.after[rec.After], func(a, b laneMsg) int { return cmp.Compare(a.seq, b.seq) })
-	return nil
 }
 
 // markLaned marks the batch's commands the lane folded already.
@@ -379,74 +300,19 @@ func (i *Ingester) takeLane(ctx context.Context, last uint64) ([]chstore.EventRo
 	return rows, nil
 }
 
-// recordLane publishes the order records of the commands taken after
-// last, awaiting every ack. A record published twice (a retried batch)
-// keeps the first: the message id dedupes within the window, and loadLane
-// keeps the first record of a command beyond it.
-func (i *Ingester) recordLane(ctx context.Context, taken []fold.Input, last uint64) error {
-	acks := make([]jetstream.PubAckFuture, 0, len(taken))
-	for _, in := range taken {
-		data, _ := json.Marshal(laneRecord{Seq: in.Origin, After: last})
-		msg := nats.NewMsg(i.laneSubject())
-		msg.Data = data
-		msg.Header.Set(jetstream.MsgIDHeader, i.laneSubject()+"-"+strconv.FormatUint(in.Origin, 10))
-		f, err := i.js.PublishMsgAsync(msg)
-		if err != nil {
-			return fmt.Errorf("write lane record of seq %d: %w", in.Origin, err)
-		}
-		acks = append(acks, f)
-	}
-	for _, f := range acks {
-		select {
-		case ack := <-f.Ok():
-			if ack.Duplicate {
-				// Another fold of the partition recorded the command
-				// first (its record stands): fold again from the
-				// records (processUntilDone reloads them).
-				return fmt.Errorf("write lane: seq %s already recorded by another fold", f.Msg().Header.Get(jetstream.MsgIDHeader))
-			}
-		case err := <-f.Err():
-			return fmt.Errorf("write lane record: %w", err)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-// laneCommitted runs after a batch committed through last: the lane
-// watermark moves to the commands taken, and records at or below the
-// commit point are forgotten.
-func (i *Ingester) laneCommitted(ctx context.Context, last uint64) {
-	l := i.lane
-	if l == nil {
-		return
-	}
-	for p := range l.after {
-		if p <= last {
-			delete(l.after, p)
-		}
-	}
-	for s := range l.ahead {
-		if s <= last {
-			delete(l.ahead, s)
-		}
-	}
-	if l.taken > l.visible {
-		l.visible = l.taken
-		if err := progress.Publish(ctx, i.progress, LaneKey(i.cfg.Consumer), l.visible); err != nil {
-			i.log.Warn("publish lane progress", "err", err)
-		}
-		i.metrics.laneCommands.Set(float64(l.visible))
-	}
-}
-
 // laneWaiting reports whether a command the lane may take arrived after
 // seq: collect then ends the batch, so the command waits for one batch's
 // fold and write, not a full batch's collection.
+//
+// Not where takeLane would take nothing (a batch ending at or below a
+// record's after, or inside what an uncommitted write may reach): the
+// lane's through stays put there, and every batch would end after one
+// message (after a restart with a backlog of commands: BatchSize batches
+// of one, each its own write).
 func (i *Ingester) laneWaiting(seq uint64) bool {
 	l := i.lane
-	if l == nil || !l.live.Load() || l.newest.Load() <= max(seq, l.through.Load()) {
+	if l == nil || !l.live.Load() || l.newest.Load() <= max(seq, l.through.Load()) ||
+		seq <= l.lastAfter || seq <= i.intents.overlap {
 		return false
 	}
 	b := l.blocked.Load()

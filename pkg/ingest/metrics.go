@@ -3,9 +3,9 @@ package ingest
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	events, batches, personRows, distinctIDRows, warnings, deadLettered, failures, gaps, eventLookups, eventsWritten, orderRepairs, leaseLosses prometheus.Counter
-	batchSize, foldSeconds, flushSeconds                                                                                                        prometheus.Histogram
-	lag, committed, laneCommands                                                                                                                prometheus.Gauge
+	events, batches, personRows, distinctIDRows, warnings, deadLettered, failures, gaps, eventLookups, eventsWritten, orderRepairs, leaseLosses, laneRecordsRead prometheus.Counter
+	batchSize, foldSeconds, flushSeconds                                                                                                                         prometheus.Histogram
+	lag, committed, laneCommands                                                                                                                                 prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -25,23 +25,24 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		return g
 	}
 	return &metrics{
-		events:         counter("events_total", "Events folded and written to ClickHouse."),
-		batches:        counter("batches_total", "Batches committed."),
-		personRows:     counter("person_rows_total", "Person rows written."),
-		distinctIDRows: counter("distinct_id_rows_total", "Distinct id rows written."),
-		warnings:       counter("warnings_total", "Ingestion warnings recorded."),
-		deadLettered:   counter("dead_lettered_total", "Messages sent to the dead-letter stream."),
-		failures:       counter("batch_failures_total", "Batches that failed and were handed back for redelivery."),
-		leaseLosses:    counter("lease_losses_total", "Leases lost while NATS could not be reached for longer than the lease TTL: the ingester waited for the lease and folded again from the last commit."),
-		gaps:           counter("delivery_gaps_total", "Messages lost in delivery (a reconnect, a slow consumer): the consumer was recreated from the last commit."),
-		eventLookups:   counter("event_lookups_total", "Batches whose events were looked up before writing, as they may overlap rows of an uncommitted write (after a start or a failed write)."),
-		eventsWritten:  counter("events_already_written_total", "Events of such batches found already written and left out."),
-		orderRepairs:   counter("order_repairs_total", "person_order repairs run after a start or a failed write found rows above the commit point (stale keys of a crashed attempt tombstoned)."),
-		batchSize:      hist("batch_messages", "Messages per batch.", prometheus.ExponentialBuckets(1, 4, 10)),
-		foldSeconds:    hist("fold_seconds", "Time to fold a batch in memory (with its reads).", prometheus.ExponentialBuckets(0.0005, 2, 16)),
-		flushSeconds:   hist("flush_seconds", "Time to write a batch to ClickHouse.", prometheus.ExponentialBuckets(0.001, 2, 16)),
-		lag:            gauge("consumer_pending_messages", "Messages in the stream not yet delivered to the ingester."),
-		committed:      gauge("committed_sequence", "Last stream sequence committed to ClickHouse."),
-		laneCommands:   gauge("lane_sequence", "Last command the write lane folded ahead and committed (its stream sequence)."),
+		events:          counter("events_total", "Events folded and written to ClickHouse."),
+		batches:         counter("batches_total", "Batches committed."),
+		personRows:      counter("person_rows_total", "Person rows written."),
+		distinctIDRows:  counter("distinct_id_rows_total", "Distinct id rows written."),
+		warnings:        counter("warnings_total", "Ingestion warnings recorded."),
+		deadLettered:    counter("dead_lettered_total", "Messages sent to the dead-letter stream."),
+		failures:        counter("batch_failures_total", "Batches that failed and were handed back for redelivery."),
+		leaseLosses:     counter("lease_losses_total", "Leases lost while NATS could not be reached for longer than the lease TTL: the ingester waited for the lease and folded again from the last commit."),
+		gaps:            counter("delivery_gaps_total", "Messages lost in delivery (a reconnect, a slow consumer): the consumer was recreated from the last commit."),
+		eventLookups:    counter("event_lookups_total", "Batches whose events were looked up before writing, as they may overlap rows of an uncommitted write (after a start or a failed write)."),
+		eventsWritten:   counter("events_already_written_total", "Events of such batches found already written and left out."),
+		orderRepairs:    counter("order_repairs_total", "person_order repairs run after a start or a failed write found rows above the commit point (stale keys of a crashed attempt tombstoned)."),
+		laneRecordsRead: counter("lane_records_read_total", "Write lane records read at a start (or a retry), from the start point kept with the commit."),
+		batchSize:       hist("batch_messages", "Messages per batch.", prometheus.ExponentialBuckets(1, 4, 10)),
+		foldSeconds:     hist("fold_seconds", "Time to fold a batch in memory (with its reads).", prometheus.ExponentialBuckets(0.0005, 2, 16)),
+		flushSeconds:    hist("flush_seconds", "Time to write a batch to ClickHouse.", prometheus.ExponentialBuckets(0.001, 2, 16)),
+		lag:             gauge("consumer_pending_messages", "Messages in the stream not yet delivered to the ingester."),
+		committed:       gauge("committed_sequence", "Last stream sequence committed to ClickHouse."),
+		laneCommands:    gauge("lane_sequence", "Last command the write lane folded ahead and committed (its stream sequence)."),
 	}
 }

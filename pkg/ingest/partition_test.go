@@ -63,9 +63,17 @@ func partitioned(base string, k, n int) Config {
 // partition's last message (of last), then stops them.
 func runPartitions(t *testing.T, js jetstream.JetStream, store Store, base string, n int, last []uint64) {
 	t.Helper()
+	runPartitionsLane(t, js, store, base, n, last, true)
+}
+
+// runPartitionsLane is runPartitions with the write lane on or off.
+func runPartitionsLane(t *testing.T, js jetstream.JetStream, store Store, base string, n int, last []uint64, lane bool) {
+	t.Helper()
 	var stops []func()
 	for k := range n {
-		cancel, done := startIngester(t, partitioned(base, k, n), js, store)
+		cfg := partitioned(base, k, n)
+		cfg.WriteLane = lane
+		cancel, done := startIngester(t, cfg, js, store)
 		stops = append(stops, func() {
 			cancel()
 			if err := <-done; err != nil {
@@ -135,6 +143,11 @@ func TestPartitionsEqualOneIngester(t *testing.T) {
 // fold the rest. The state equals one ingester's over the whole log, and
 // a replay of the upgraded log into empty tables by three partitions
 // (messages of both subject forms) too.
+//
+// The write lane is off in its runs: the reference folds the log in its
+// order on a stream of its own, and restarted partition ingesters with
+// the lane would fold commands of their backlog ahead (recorded, so the
+// replay follows them; TestWriteLanePartitions checks that).
 func TestPartitionUpgradeInPlace(t *testing.T) {
 	msgs := testenv.Workload(37, 4500, 200)
 	want := reference(t, msgs)
@@ -146,7 +159,9 @@ func TestPartitionUpgradeInPlace(t *testing.T) {
 	}
 	store := testenv.ClickHouse(t)
 	first := publishSpread(t, n.JS, 0, msgs[:1500], 3)
-	runUntil(t, testConfig("ing"), n.JS, store, first[3])
+	single := testConfig("ing")
+	single.WriteLane = false
+	runUntil(t, single, n.JS, store, first[3])
 	middle := publishSpread(t, n.JS, 1500, msgs[1500:3000], 3)
 	if err := stream.Ensure(ctx, n.JS, stream.Config{Partitions: 3}); err != nil {
 		t.Fatal(err)
@@ -155,7 +170,7 @@ func TestPartitionUpgradeInPlace(t *testing.T) {
 	for k := range 3 {
 		last[k] = max(last[k], middle[k], first[k])
 	}
-	runPartitions(t, n.JS, store, "ing", 3, last)
+	runPartitionsLane(t, n.JS, store, "ing", 3, last, false)
 	if got := testenv.Snapshot(t, store); got != want {
 		t.Fatalf("after the upgrade in place:\n%s", testenv.FirstDiff(got, want))
 	}
@@ -170,7 +185,8 @@ func TestPartitionUpgradeInPlace(t *testing.T) {
 // TestSecondIngesterOnAPartitionWaits: a second ingester started on a
 // partition that runs leaves its consumer and ClickHouse alone (it waits
 // for the lease), takes over when the first stops, and the end state is
-// that of one uninterrupted ingester.
+// that of one uninterrupted ingester. The lane is off, as in
+// TestPartitionUpgradeInPlace: the reference is the log's order.
 func TestSecondIngesterOnAPartitionWaits(t *testing.T) {
 	msgs := testenv.Workload(41, 3000, 150)
 	want := reference(t, msgs)
@@ -181,7 +197,7 @@ func TestSecondIngesterOnAPartitionWaits(t *testing.T) {
 	}
 	store := testenv.ClickHouse(t)
 	last := publishSpread(t, n.JS, 0, msgs[:1000], 3)
-	runPartitions(t, n.JS, store, "lease", 3, last)
+	runPartitionsLane(t, n.JS, store, "lease", 3, last, false)
 
 	// Partition 2 runs; a second one of it starts by mistake.
 	const k = 2
@@ -190,7 +206,9 @@ func TestSecondIngesterOnAPartitionWaits(t *testing.T) {
 	if err := n.JS.DeleteConsumer(ctx, stream.Events, name); err != nil {
 		t.Fatal(err)
 	}
-	cancel1, done1 := startIngester(t, partitioned("lease", k, 3), n.JS, store)
+	cfg := partitioned("lease", k, 3)
+	cfg.WriteLane = false
+	cancel1, done1 := startIngester(t, cfg, n.JS, store)
 	testenv.WaitFor(t, 10*time.Second, "first ingester's consumer", func() (bool, error) {
 		_, err := n.JS.Consumer(ctx, stream.Events, name)
 		return err == nil, err
@@ -200,7 +218,7 @@ func TestSecondIngesterOnAPartitionWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	created := c.CachedInfo().Created
-	cancel2, done2 := startIngester(t, partitioned("lease", k, 3), n.JS, store)
+	cancel2, done2 := startIngester(t, cfg, n.JS, store)
 	defer cancel2()
 	more := publishSpread(t, n.JS, 1000, msgs[1000:2000], 3)
 	testenv.WaitCommitted(t, store, name, more[k], time.Minute)
@@ -226,7 +244,7 @@ func TestSecondIngesterOnAPartitionWaits(t *testing.T) {
 	if err := <-done2; err != nil {
 		t.Fatal(err)
 	}
-	runPartitions(t, n.JS, store, "lease", 3, rest)
+	runPartitionsLane(t, n.JS, store, "lease", 3, rest, false)
 	if got := testenv.Snapshot(t, store); got != want {
 		t.Fatalf("after the takeover:\n%s", testenv.FirstDiff(got, want))
 	}

@@ -40,8 +40,8 @@ const tagger = `export function processEvent(event: any) {
 // TestComposeUsersRunTheStack runs the components docker-compose.yml
 // starts, each connected as the NATS user deploy/nats/nats.conf gives it,
 // and checks that every write path reaches ClickHouse with no permission
-// violation: ingesters (one partition, and three with the write lane
-// started; both with transformations),
+// violation: ingesters (one partition and three, with the write lane
+// started, as by default; both with transformations),
 // the API's publishing routes (plugin config enable, /batch/, PATCH and
 // DELETE of a person), a capture pipeline publishing straight to
 // JetStream, and the deleter. A permission missing from nats.conf breaks
@@ -191,11 +191,13 @@ func startIngesters(t *testing.T, n *testenv.ComposeNATS, store *chstore.Store, 
 	reg := prometheus.NewRegistry()
 	cfg := ingest.DefaultConfig()
 	cfg.Streams.Partitions, cfg.BatchWait = parts, 10*time.Millisecond
-	// The three-partition run starts the write lane (its stream, ordered
-	// consumer and progress key as the ingester user). With no backlog
+	// Both runs start the write lane, on by default (its stream, ordered
+	// consumer and progress keys as the ingester user). With no backlog
 	// the main consumer folds every command first, so the lane publishes
 	// no record here: lane.> itself is not exercised by this test.
-	cfg.WriteLane = parts > 1
+	if !cfg.WriteLane {
+		t.Fatal("the write lane is off by default; this test runs what compose runs")
+	}
 	hook, err := transform.NewIngestHook(ctx, js, cfg.Streams.Replicas, log, reg)
 	if err != nil {
 		t.Fatalf("ingester opens the transformation stores: %v", err)
