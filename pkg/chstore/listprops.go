@@ -39,7 +39,6 @@ type propCandidate struct {
 	id, version uint64
 	createdAt   uint32 // unix seconds, as created_at is stored
 	stale       bool   // the person's newest row does not match
-	inPart      bool   // read from the largest merged part (listparts.go)
 }
 
 // propertiesOnly reports whether q filters by properties and nothing else,
@@ -51,41 +50,35 @@ func (q ListQuery) propertiesOnly() bool {
 
 // listByProperties answers a page of a properties-only filter.
 func (s *Store) listByProperties(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
-	part, err := s.largestMergedPart(ctx)
+	// The snapshot is taken before the scan starts (listnewest.go).
+	snap, indexed, err := s.newestSnapshot(ctx, q.ProjectID)
 	if err != nil {
-		return nil, 0, fmt.Errorf("list persons: parts: %w", err)
+		return nil, 0, fmt.Errorf("list persons: newest versions: %w", err)
 	}
-	// The rows outside the merged part are read while the candidates are.
-	type outsideRows struct {
-		rows []outsideRow
-		err  error
-	}
-	outside := make(chan outsideRows, 1)
-	if part != "" {
-		go func() {
-			rows, err := s.rowsOutside(ctx, q.ProjectID, q.Properties, part)
-			outside <- outsideRows{rows, err}
-		}()
-	}
-	cands, err := s.propCandidates(ctx, q.ProjectID, q.Properties, part)
-	settled, check := []propCandidate(nil), cands
-	if part != "" {
-		out := <-outside // always received: the goroutine ends before we return
-		if err == nil && out.err != nil {
-			err = out.err
-		}
-		if err == nil {
-			settled, check, err = s.settleOutside(ctx, cands, out.rows, part)
-		}
-	}
+	rows, err := s.matchingRows(ctx, q.ProjectID, q.Properties)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: candidates: %w", err)
+	}
+	var live, check []propCandidate
+	if indexed {
+		live, check = settleByVersion(rows, snap)
+	} else {
+		check = newestMatching(rows)
+	}
+	if len(check) == 0 {
+		n := 0 // all: no limit
+		if q.Limit > 0 {
+			n = q.Offset + q.Limit
+		}
+		ids := pageIDs(topForList(live, n), q)
+		list, err := s.materialiseWhere(ctx, q.ProjectID, ids, q.Properties)
+		return list, uint64(len(live)), err
 	}
 	// The page as the candidates give it is read while they are verified:
 	// a candidate is stale only until ClickHouse merges the person's parts,
 	// so the guess is nearly always the page, and materialise tests the
 	// newest row of each of its persons anyway.
-	guess := pageIDs(sortedForList(slices.Clone(cands)), q)
+	guess := pageIDs(sortedForList(append(slices.Clone(live), check...)), q)
 	type result struct {
 		list []PersonRecord
 		err  error
@@ -95,7 +88,7 @@ func (s *Store) listByProperties(ctx context.Context, q ListQuery) ([]PersonReco
 		list, err := s.materialiseWhere(ctx, q.ProjectID, guess, q.Properties)
 		read <- result{list, err}
 	}()
-	live, err := s.dropStale(ctx, q.ProjectID, q.Properties, check)
+	verified, err := s.dropStale(ctx, q.ProjectID, q.Properties, check)
 	page := <-read // always received: the goroutine ends before we return
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: verify: %w", err)
@@ -103,7 +96,7 @@ func (s *Store) listByProperties(ctx context.Context, q ListQuery) ([]PersonReco
 	if page.err != nil {
 		return nil, 0, page.err
 	}
-	live = append(live, settled...)
+	live = append(live, verified...)
 	ids := pageIDs(sortedForList(live), q)
 	if slices.Equal(ids, guess) {
 		return page.list, uint64(len(live)), nil
@@ -114,13 +107,15 @@ func (s *Store) listByProperties(ctx context.Context, q ListQuery) ([]PersonReco
 
 // sortedForList sorts cands in the list's order: created_at DESC, id DESC.
 func sortedForList(cands []propCandidate) []propCandidate {
-	slices.SortFunc(cands, func(a, b propCandidate) int {
-		if c := cmp.Compare(b.createdAt, a.createdAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.id, a.id)
-	})
+	slices.SortFunc(cands, compareForList)
 	return cands
+}
+
+func compareForList(a, b propCandidate) int {
+	if c := cmp.Compare(b.createdAt, a.createdAt); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.id, a.id)
 }
 
 // pageIDs returns the ids of q's page of the ordered candidates.
@@ -136,31 +131,77 @@ func pageIDs(ordered []propCandidate, q ListQuery) []uint64 {
 	return ids
 }
 
-// propCandidates returns the newest matching row of each person that has
-// one and whose newest matching row is live, ordered by id, each marked
-// when read from part (none when part is "").
-func (s *Store) propCandidates(ctx context.Context, projectID uint64, f propfilter.Clause, part string) ([]propCandidate, error) {
+// matchingRows are the rows, of any version, matching a filter, as
+// columns (matchingRows.at gives one).
+type matchingRows struct {
+	ids, versions []uint64
+	created       []uint32
+	deleted       []uint8
+}
+
+func (m matchingRows) at(i int) propCandidate {
+	return propCandidate{id: m.ids[i], version: m.versions[i], createdAt: m.created[i], stale: m.deleted[i] == 1}
+}
+
+// matchingRows reads the rows, of any version, that match f: the scan the
+// bare count makes, returning four narrow columns of the matching rows.
+// groupArray sends them as four arrays: decoding 100k rows one by one in
+// the driver cost more than the scan.
+func (s *Store) matchingRows(ctx context.Context, projectID uint64, f propfilter.Clause) (matchingRows, error) {
 	// is_deleted is read for the matching rows only, not tested in
 	// PREWHERE for every row: a person's deletion is final, so a matching
 	// tombstone newer than its matching live rows ends it.
-	rows, err := s.conn.Query(ctx, "SELECT id, version, toUInt32(created_at), is_deleted, _part = ? FROM persons PREWHERE project_id = ? AND "+f.SQL,
-		append([]any{part, projectID}, f.Args...)...)
-	if err != nil {
-		return nil, err
+	var m matchingRows
+	err := s.conn.QueryRow(ctx, "SELECT groupArray(id), groupArray(version), groupArray(toUInt32(created_at)), groupArray(is_deleted) FROM persons PREWHERE project_id = ? AND "+f.SQL,
+		append([]any{projectID}, f.Args...)...).Scan(&m.ids, &m.versions, &m.created, &m.deleted)
+	if err == nil && (len(m.versions) != len(m.ids) || len(m.created) != len(m.ids) || len(m.deleted) != len(m.ids)) {
+		err = fmt.Errorf("matching rows: columns of %d, %d, %d, %d rows", len(m.ids), len(m.versions), len(m.created), len(m.deleted))
 	}
-	defer rows.Close()
-	var out []propCandidate
-	for rows.Next() {
-		var c propCandidate
-		var deleted, inPart uint8
-		if err := rows.Scan(&c.id, &c.version, &c.createdAt, &deleted, &inPart); err != nil {
-			return nil, err
+	return m, err
+}
+
+// settleByVersion decides the matching rows against snap, the newest
+// version of every person known before the scan (listnewest.go): live
+// holds one candidate per person whose newest row matches and is live,
+// check the persons whose matching row is newer than snap knows (written
+// since), ordered by id, to verify by key.
+func settleByVersion(m matchingRows, snap []newestEntry) (live, check []propCandidate) {
+	listed := make([]bool, len(snap)) // a row inserted twice is listed once
+	var newer matchingRows
+	for i, id := range m.ids {
+		at, found := slices.BinarySearchFunc(snap, id, func(e newestEntry, id uint64) int { return cmp.Compare(e.id, id) })
+		switch {
+		case !found || m.versions[i] > snap[at].version():
+			newer.ids = append(newer.ids, id)
+			newer.versions = append(newer.versions, m.versions[i])
+			newer.created = append(newer.created, m.created[i])
+			newer.deleted = append(newer.deleted, m.deleted[i])
+		case m.versions[i] == snap[at].version() && !snap[at].deleted() && m.deleted[i] == 0 && !listed[at]:
+			listed[at] = true
+			live = append(live, m.at(i))
 		}
-		c.stale, c.inPart = deleted == 1, inPart == 1
-		out = append(out, c)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
+	if len(newer.ids) == 0 {
+		return live, nil
+	}
+	// A person with a row newer than the snapshot is decided by its newer
+	// rows alone, even if an older one settled as live: verified by key,
+	// or dropped when the newest of them is a tombstone.
+	ids := slices.Clone(newer.ids)
+	slices.Sort(ids)
+	live = slices.DeleteFunc(live, func(c propCandidate) bool {
+		_, ok := slices.BinarySearch(ids, c.id)
+		return ok
+	})
+	return live, newestMatching(newer)
+}
+
+// newestMatching returns each person's newest matching row, if live,
+// ordered by id.
+func newestMatching(m matchingRows) []propCandidate {
+	out := make([]propCandidate, len(m.ids))
+	for i := range out {
+		out[i] = m.at(i)
 	}
 	slices.SortFunc(out, func(a, b propCandidate) int {
 		if c := cmp.Compare(a.id, b.id); c != 0 {
@@ -176,7 +217,44 @@ func (s *Store) propCandidates(ctx context.Context, projectID uint64, f propfilt
 		}
 		kept = append(kept, c)
 	}
-	return kept, nil
+	return kept
+}
+
+// topForList returns the first n of cands in the list's order (all of
+// them when n <= 0), choosing them with a heap: the first page of 100k
+// candidates needs no full sort.
+func topForList(cands []propCandidate, n int) []propCandidate {
+	if n <= 0 || n >= len(cands)/4 {
+		return sortedForList(cands)
+	}
+	// h is a max-heap in list order: h[0] is the last of the n kept.
+	h := slices.Clone(cands[:n])
+	down := func(i int) {
+		for {
+			l, big := 2*i+1, i
+			if l < n && compareForList(h[l], h[big]) > 0 {
+				big = l
+			}
+			if r := l + 1; r < n && compareForList(h[r], h[big]) > 0 {
+				big = r
+			}
+			if big == i {
+				return
+			}
+			h[i], h[big] = h[big], h[i]
+			i = big
+		}
+	}
+	for i := n/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for _, c := range cands[n:] {
+		if compareForList(c, h[0]) < 0 {
+			h[0] = c
+			down(0)
+		}
+	}
+	return sortedForList(h)
 }
 
 // idTable is an external table of ids (and versions, with versions): an

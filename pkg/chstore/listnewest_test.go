@@ -57,7 +57,7 @@ func mergedPartPersons(t *testing.T, store *chstore.Store, n uint64) {
 
 // TestListByPropertiesMergedPartEqualsFinal: with most rows in one merged
 // part and the rest outside it, the properties list (candidates settled
-// from the rows outside, listparts.go) gives every page and count the
+// by version, listnewest.go) gives every page and count the
 // straightforward FINAL query gives, for positive and negative filters.
 func TestListByPropertiesMergedPartEqualsFinal(t *testing.T) {
 	store := testenv.ClickHouse(t)
