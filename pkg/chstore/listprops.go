@@ -55,15 +55,14 @@ func (s *Store) listByProperties(ctx context.Context, q ListQuery) ([]PersonReco
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: newest versions: %w", err)
 	}
-	rows, err := s.matchingRows(ctx, q.ProjectID, q.Properties)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list persons: candidates: %w", err)
-	}
 	var live, check []propCandidate
 	if indexed {
-		live, check = settleByVersion(rows, snap)
+		live, check, err = s.settledCandidates(ctx, q.ProjectID, q.Properties, snap)
 	} else {
-		check = newestMatching(rows)
+		check, err = s.propCandidates(ctx, q.ProjectID, q.Properties)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("list persons: candidates: %w", err)
 	}
 	if len(check) == 0 {
 		n := 0 // all: no limit
@@ -131,78 +130,128 @@ func pageIDs(ordered []propCandidate, q ListQuery) []uint64 {
 	return ids
 }
 
-// matchingRows are the rows, of any version, matching a filter, as
-// columns (matchingRows.at gives one).
-type matchingRows struct {
-	ids, versions []uint64
-	created       []uint32
-	deleted       []uint8
+// settledCandidates scans the rows, of any version, that match f (the
+// scan the bare count makes, returning two narrow columns of the matching
+// rows) and settles each against snap, the newest version of every
+// person known before the scan (listnewest.go): live holds one candidate
+// per person whose newest row matches and is live, with that row's
+// created_at; check, ordered by id, the persons with a matching row newer
+// than snap knows (written since), to verify by key (their version 0, so
+// that dropStale tests their newest row, whichever it is, and takes its
+// created_at). Rows are scanned one by one: groupArray's arrays cost more
+// to decode in the driver.
+func (s *Store) settledCandidates(ctx context.Context, projectID uint64, f propfilter.Clause, snap *newestSnapshot) (live, check []propCandidate, err error) {
+	rows, err := s.conn.Query(ctx, "SELECT id, version FROM persons PREWHERE project_id = ? AND "+f.SQL, append([]any{projectID}, f.Args...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var newer []uint64
+	for rows.Next() {
+		var id, version uint64
+		if err := rows.Scan(&id, &version); err != nil {
+			return nil, nil, err
+		}
+		e, found := snap.lookup(id)
+		switch {
+		case !found || version > e.version():
+			newer = append(newer, id)
+		case version == e.version() && !e.deleted():
+			// A row inserted twice (a retried batch) is listed once:
+			// duplicates are removed below.
+			live = append(live, propCandidate{id: id, version: version, createdAt: e.created})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	if len(newer) == 0 && !hasDuplicateIDs(live) {
+		return live, nil, nil
+	}
+	slices.SortFunc(live, func(a, b propCandidate) int { return cmp.Compare(a.id, b.id) })
+	live = slices.CompactFunc(live, func(a, b propCandidate) bool { return a.id == b.id })
+	if len(newer) == 0 {
+		return live, nil, nil
+	}
+	// A person with a row newer than the snapshot is decided by its
+	// newest row, read by key, even if an older one settled as live.
+	slices.Sort(newer)
+	newer = slices.Compact(newer)
+	live = slices.DeleteFunc(live, func(c propCandidate) bool {
+		_, ok := slices.BinarySearch(newer, c.id)
+		return ok
+	})
+	check = make([]propCandidate, len(newer))
+	for i, id := range newer {
+		check[i] = propCandidate{id: id, stale: true} // until its newest row matches
+	}
+	return live, check, nil
 }
 
-func (m matchingRows) at(i int) propCandidate {
-	return propCandidate{id: m.ids[i], version: m.versions[i], createdAt: m.created[i], stale: m.deleted[i] == 1}
+// hasDuplicateIDs reports whether two candidates share an id. A person
+// has one newest version, so only a row inserted twice does; a bitmap
+// over the ids' range costs less than sorting 100k candidates.
+func hasDuplicateIDs(cands []propCandidate) bool {
+	if len(cands) < 2 {
+		return false
+	}
+	lo, hi := cands[0].id, cands[0].id
+	for _, c := range cands {
+		lo, hi = min(lo, c.id), max(hi, c.id)
+	}
+	if hi-lo > 64*uint64(len(cands)) {
+		seen := make(map[uint64]struct{}, len(cands))
+		for _, c := range cands {
+			if _, ok := seen[c.id]; ok {
+				return true
+			}
+			seen[c.id] = struct{}{}
+		}
+		return false
+	}
+	bits := make([]uint64, (hi-lo)/64+1)
+	for _, c := range cands {
+		i := c.id - lo
+		if bits[i/64]&(1<<(i%64)) != 0 {
+			return true
+		}
+		bits[i/64] |= 1 << (i % 64)
+	}
+	return false
 }
 
-// matchingRows reads the rows, of any version, that match f: the scan the
-// bare count makes, returning four narrow columns of the matching rows.
-// groupArray sends them as four arrays: decoding 100k rows one by one in
-// the driver cost more than the scan.
-func (s *Store) matchingRows(ctx context.Context, projectID uint64, f propfilter.Clause) (matchingRows, error) {
+// propCandidates returns each person's newest matching row, if live,
+// ordered by id: the candidates when there is no snapshot, all verified
+// by key.
+func (s *Store) propCandidates(ctx context.Context, projectID uint64, f propfilter.Clause) ([]propCandidate, error) {
 	// is_deleted is read for the matching rows only, not tested in
 	// PREWHERE for every row: a person's deletion is final, so a matching
 	// tombstone newer than its matching live rows ends it.
-	var m matchingRows
-	err := s.conn.QueryRow(ctx, "SELECT groupArray(id), groupArray(version), groupArray(toUInt32(created_at)), groupArray(is_deleted) FROM persons PREWHERE project_id = ? AND "+f.SQL,
-		append([]any{projectID}, f.Args...)...).Scan(&m.ids, &m.versions, &m.created, &m.deleted)
-	if err == nil && (len(m.versions) != len(m.ids) || len(m.created) != len(m.ids) || len(m.deleted) != len(m.ids)) {
-		err = fmt.Errorf("matching rows: columns of %d, %d, %d, %d rows", len(m.ids), len(m.versions), len(m.created), len(m.deleted))
+	rows, err := s.conn.Query(ctx, "SELECT id, version, toUInt32(created_at), is_deleted FROM persons PREWHERE project_id = ? AND "+f.SQL,
+		append([]any{projectID}, f.Args...)...)
+	if err != nil {
+		return nil, err
 	}
-	return m, err
-}
-
-// settleByVersion decides the matching rows against snap, the newest
-// version of every person known before the scan (listnewest.go): live
-// holds one candidate per person whose newest row matches and is live,
-// check the persons whose matching row is newer than snap knows (written
-// since), ordered by id, to verify by key.
-func settleByVersion(m matchingRows, snap []newestEntry) (live, check []propCandidate) {
-	listed := make([]bool, len(snap)) // a row inserted twice is listed once
-	var newer matchingRows
-	for i, id := range m.ids {
-		at, found := slices.BinarySearchFunc(snap, id, func(e newestEntry, id uint64) int { return cmp.Compare(e.id, id) })
-		switch {
-		case !found || m.versions[i] > snap[at].version():
-			newer.ids = append(newer.ids, id)
-			newer.versions = append(newer.versions, m.versions[i])
-			newer.created = append(newer.created, m.created[i])
-			newer.deleted = append(newer.deleted, m.deleted[i])
-		case m.versions[i] == snap[at].version() && !snap[at].deleted() && m.deleted[i] == 0 && !listed[at]:
-			listed[at] = true
-			live = append(live, m.at(i))
+	defer rows.Close()
+	var out []propCandidate
+	for rows.Next() {
+		var c propCandidate
+		var deleted uint8
+		if err := rows.Scan(&c.id, &c.version, &c.createdAt, &deleted); err != nil {
+			return nil, err
 		}
+		c.stale = deleted == 1
+		out = append(out, c)
 	}
-	if len(newer.ids) == 0 {
-		return live, nil
+	if err := rows.Err(); err != nil {
+		return nil, err
 	}
-	// A person with a row newer than the snapshot is decided by its newer
-	// rows alone, even if an older one settled as live: verified by key,
-	// or dropped when the newest of them is a tombstone.
-	ids := slices.Clone(newer.ids)
-	slices.Sort(ids)
-	live = slices.DeleteFunc(live, func(c propCandidate) bool {
-		_, ok := slices.BinarySearch(ids, c.id)
-		return ok
-	})
-	return live, newestMatching(newer)
+	return newestMatching(out), nil
 }
 
 // newestMatching returns each person's newest matching row, if live,
 // ordered by id.
-func newestMatching(m matchingRows) []propCandidate {
-	out := make([]propCandidate, len(m.ids))
-	for i := range out {
-		out[i] = m.at(i)
-	}
+func newestMatching(out []propCandidate) []propCandidate {
 	slices.SortFunc(out, func(a, b propCandidate) int {
 		if c := cmp.Compare(a.id, b.id); c != 0 {
 			return c
