@@ -2,6 +2,7 @@ package chstore_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -69,14 +70,7 @@ func TestListByPropertiesMergedPartEqualsFinal(t *testing.T) {
 		`[{"key":"plan","value":"free"}]`,
 		`[{"key":"n","value":100,"operator":"lt"}]`,
 	} {
-		f, err := propfilter.Parse(filter)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := finalIDs(ctx, store, f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, want := filterAndFinal(t, store, filter)
 		for _, page := range [][2]int{{100, 0}, {7, 3}, {50, 250}} {
 			got, total, err := store.ListPersons(ctx, chstore.ListQuery{ProjectID: 5, Properties: f, Limit: page[0], Offset: page[1]})
 			if err != nil {
@@ -92,6 +86,20 @@ func TestListByPropertiesMergedPartEqualsFinal(t *testing.T) {
 			}
 		}
 	}
+}
+
+// filterAndFinal parses filter and lists project 5 by it through FINAL.
+func filterAndFinal(t *testing.T, store *chstore.Store, filter string) (propfilter.Clause, []uint64) {
+	t.Helper()
+	f, err := propfilter.Parse(filter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := finalIDs(context.Background(), store, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, want
 }
 
 // finalIDs is the list of project 5 by the straightforward FINAL query.
@@ -146,5 +154,163 @@ func TestListByPropertiesReadsTheProjectOnce(t *testing.T) {
 	}
 	if read > bare+bare/4 {
 		t.Errorf("list read %d rows, over 1.25x the bare count's %d", read, bare)
+	}
+}
+
+// unmergedPersons writes n persons of project 5 (every tenth
+// "enterprise") in inserts of chunk rows with ClickHouse's merges stopped, then
+// changes every seventh person's plan in later inserts, as right after a
+// fill: no part is merged, so the candidates cannot be settled from a
+// merged part. Merges stay stopped until the test ends.
+func unmergedPersons(t *testing.T, store *chstore.Store, n uint64, chunk int) {
+	t.Helper()
+	ctx := context.Background()
+	if err := store.Conn().Exec(ctx, "SYSTEM STOP MERGES persons"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Conn().Exec(context.Background(), "SYSTEM START MERGES persons") })
+	row := func(id, version uint64, plan string) fold.PersonRow {
+		return fold.PersonRow{ProjectID: 5, ID: id, Properties: map[string]any{"plan": plan, "n": float64(id)},
+			CreatedAt: time.Unix(1.7e9+int64(id/3)*60, 0).UTC(), Version: version}
+	}
+	var b fold.Batch
+	flush := func() {
+		t.Helper()
+		if err := store.WriteRows(ctx, nil, b); err != nil {
+			t.Fatal(err)
+		}
+		b = fold.Batch{}
+	}
+	for id := uint64(1); id <= n; id++ {
+		plan := "free"
+		if id%10 == 0 {
+			plan = "enterprise"
+		}
+		if b.Persons = append(b.Persons, row(id, id, plan)); len(b.Persons) == chunk {
+			flush()
+		}
+	}
+	flush()
+	for id := uint64(7); id <= n; id += 7 {
+		plan := "enterprise"
+		if id%10 == 0 {
+			plan = "pro" // its old row matches, its new one does not
+		}
+		if b.Persons = append(b.Persons, row(id, n+id, plan)); len(b.Persons) == chunk {
+			flush()
+		}
+	}
+	flush()
+}
+
+// TestListByPropertiesUnmergedReadsTheProjectOnce: right after a fill,
+// with no part merged, a properties list (after its first, which reads the
+// project's newest versions once) reads the project once, the candidates'
+// scan, plus its page: it settles candidates by version, not by a read by
+// key of each (2x the bare count's rows before).
+func TestListByPropertiesUnmergedReadsTheProjectOnce(t *testing.T) {
+	store := testenv.ClickHouse(t)
+	// Parts of several granules, as the ingester's: a read by key reads
+	// a granule of every part whose key range holds the key, and with
+	// parts of one granule the page alone would read the project.
+	unmergedPersons(t, store, 60000, 10000)
+	f, err := propfilter.Parse(`[{"key":"plan","value":"enterprise"}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := chstore.ListQuery{ProjectID: 5, Properties: f, Limit: 100}
+	var page []chstore.PersonRecord
+	var total uint64
+	list := func(ctx context.Context) (err error) { page, total, err = store.ListPersons(ctx, q); return err }
+	if err := list(context.Background()); err != nil { // the newest versions, once
+		t.Fatal(err)
+	}
+	bare := rowsRead(t, func(ctx context.Context) error {
+		return store.Conn().Exec(ctx, "SELECT count() FROM persons WHERE project_id = 5 AND "+f.SQL, f.Args...)
+	})
+	read := rowsRead(t, list)
+	t.Logf("list read %d rows, the bare count %d", read, bare)
+	want, err := finalIDs(context.Background(), store, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint64
+	for _, p := range page {
+		ids = append(ids, p.ID)
+	}
+	if total != uint64(len(want)) || !slices.Equal(ids, want[:100]) {
+		t.Errorf("count %d, page %v; want %d, %v", total, ids, len(want), want[:100])
+	}
+	if read > bare+bare/4 {
+		t.Errorf("list read %d rows, over 1.25x the bare count's %d", read, bare)
+	}
+}
+
+// TestListByPropertiesDifferentialUnmerged: the properties list against
+// the straightforward FINAL query, every page and count, over rounds of
+// random writes in small unmerged inserts (plans changed both ways,
+// deletions, rows inserted twice as a retried batch writes them, rows
+// older than the stored ones as a refold writes them, new persons) with
+// merges stopped, then started and forced between lists, so the index
+// reads new parts, merged parts and parts merged away while it reads.
+func TestListByPropertiesDifferentialUnmerged(t *testing.T) {
+	store := testenv.ClickHouse(t)
+	ctx := context.Background()
+	unmergedPersons(t, store, 3000, 500)
+	rng := rand.New(rand.NewPCG(12, 5))
+	plans := []string{"free", "pro", "enterprise"}
+	filters := []string{
+		`[{"key":"plan","value":"enterprise"}]`,
+		`[{"key":"plan","value":"enterprise","operator":"is_not"}]`,
+		`[{"key":"plan","value":["pro","enterprise"]}]`,
+		`[{"key":"n","value":1500,"operator":"lt"}]`,
+		`[{"key":"gone","operator":"is_not_set"}]`,
+	}
+	version := uint64(100000)
+	for round := 0; round < 12; round++ {
+		var b fold.Batch
+		for i := 0; i < 40; i++ {
+			version++
+			id := 1 + rng.Uint64N(3200) // some new persons
+			r := fold.PersonRow{ProjectID: 5, ID: id, Properties: map[string]any{"plan": plans[rng.IntN(3)], "n": float64(id)},
+				CreatedAt: time.Unix(1.7e9+int64(rng.IntN(5000))*60, 0).UTC(), Version: version, IsDeleted: rng.IntN(25) == 0}
+			if rng.IntN(10) == 0 {
+				r.Version = 1 + rng.Uint64N(3000) // older than the stored rows
+			}
+			b.Persons = append(b.Persons, r)
+		}
+		for _, batch := range []fold.Batch{b, b} { // the second: a retry
+			if err := store.WriteRows(ctx, nil, batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		switch round {
+		case 4:
+			if err := store.Conn().Exec(ctx, "SYSTEM START MERGES persons"); err != nil {
+				t.Fatal(err)
+			}
+		case 8:
+			if err := store.Conn().Exec(ctx, "OPTIMIZE TABLE persons FINAL"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, filter := range filters {
+			f, want := filterAndFinal(t, store, filter)
+			limit := 1 + rng.IntN(300)
+			for offset := 0; offset <= len(want); offset += limit {
+				got, total, err := store.ListPersons(ctx, chstore.ListQuery{ProjectID: 5, Properties: f, Limit: limit, Offset: offset})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids := make([]uint64, len(got))
+				for i, p := range got {
+					ids[i] = p.ID
+				}
+				w := want[offset:min(offset+limit, len(want))]
+				if !slices.Equal(ids, w) || total != uint64(len(want)) {
+					t.Fatalf("round %d %s limit %d offset %d: %v (count %d), want %v (count %d)", round, filter, limit, offset, ids, total, w, len(want))
+				}
+			}
+		}
 	}
 }
