@@ -51,3 +51,9 @@ func (s *Store) ListByWindows(ctx context.Context, q ListQuery) ([]PersonRecord,
 	list, total, _, err := s.listUnfiltered(ctx, q, false)
 	return list, total, err
 }
+
+// ListByPropertiesByKey is the properties list verifying every candidate
+// by key, without the newest versions (listnewest.go), for an A/B.
+func (s *Store) ListByPropertiesByKey(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
+	return s.listByPropertiesWith(ctx, q, false)
+}

@@ -39,7 +39,6 @@ type propCandidate struct {
 	id, version uint64
 	createdAt   uint32 // unix seconds, as created_at is stored
 	stale       bool   // the person's newest row does not match
-	inPart      bool   // read from the largest merged part (listparts.go)
 }
 
 // propertiesOnly reports whether q filters by properties and nothing else,
@@ -51,41 +50,44 @@ func (q ListQuery) propertiesOnly() bool {
 
 // listByProperties answers a page of a properties-only filter.
 func (s *Store) listByProperties(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
-	part, err := s.largestMergedPart(ctx)
+	return s.listByPropertiesWith(ctx, q, true)
+}
+
+// listByPropertiesWith is listByProperties, settling by version when
+// byVersion holds and a snapshot is to be had, else verifying every
+// candidate by key (a benchmark compares the two).
+func (s *Store) listByPropertiesWith(ctx context.Context, q ListQuery, byVersion bool) ([]PersonRecord, uint64, error) {
+	// The snapshot is taken before the scan starts (listnewest.go).
+	var snap *newestSnapshot
+	indexed, err := false, error(nil)
+	if byVersion {
+		snap, indexed, err = s.newestSnapshot(ctx, q.ProjectID)
+	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("list persons: parts: %w", err)
+		return nil, 0, fmt.Errorf("list persons: newest versions: %w", err)
 	}
-	// The rows outside the merged part are read while the candidates are.
-	type outsideRows struct {
-		rows []outsideRow
-		err  error
-	}
-	outside := make(chan outsideRows, 1)
-	if part != "" {
-		go func() {
-			rows, err := s.rowsOutside(ctx, q.ProjectID, q.Properties, part)
-			outside <- outsideRows{rows, err}
-		}()
-	}
-	cands, err := s.propCandidates(ctx, q.ProjectID, q.Properties, part)
-	settled, check := []propCandidate(nil), cands
-	if part != "" {
-		out := <-outside // always received: the goroutine ends before we return
-		if err == nil && out.err != nil {
-			err = out.err
-		}
-		if err == nil {
-			settled, check, err = s.settleOutside(ctx, cands, out.rows, part)
-		}
+	var live, check []propCandidate
+	if indexed {
+		live, check, err = s.settledCandidates(ctx, q.ProjectID, q.Properties, snap)
+	} else {
+		check, err = s.propCandidates(ctx, q.ProjectID, q.Properties)
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: candidates: %w", err)
+	}
+	if len(check) == 0 {
+		n := 0 // all: no limit
+		if q.Limit > 0 {
+			n = q.Offset + q.Limit
+		}
+		list, err := s.materialiseRows(ctx, q, topForList(live, n))
+		return list, uint64(len(live)), err
 	}
 	// The page as the candidates give it is read while they are verified:
 	// a candidate is stale only until ClickHouse merges the person's parts,
 	// so the guess is nearly always the page, and materialise tests the
 	// newest row of each of its persons anyway.
-	guess := pageIDs(sortedForList(slices.Clone(cands)), q)
+	guess := pageIDs(sortedForList(append(slices.Clone(live), check...)), q)
 	type result struct {
 		list []PersonRecord
 		err  error
@@ -95,7 +97,7 @@ func (s *Store) listByProperties(ctx context.Context, q ListQuery) ([]PersonReco
 		list, err := s.materialiseWhere(ctx, q.ProjectID, guess, q.Properties)
 		read <- result{list, err}
 	}()
-	live, err := s.dropStale(ctx, q.ProjectID, q.Properties, check)
+	verified, err := s.dropStale(ctx, q.ProjectID, q.Properties, check)
 	page := <-read // always received: the goroutine ends before we return
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: verify: %w", err)
@@ -103,7 +105,7 @@ func (s *Store) listByProperties(ctx context.Context, q ListQuery) ([]PersonReco
 	if page.err != nil {
 		return nil, 0, page.err
 	}
-	live = append(live, settled...)
+	live = append(live, verified...)
 	ids := pageIDs(sortedForList(live), q)
 	if slices.Equal(ids, guess) {
 		return page.list, uint64(len(live)), nil
@@ -112,15 +114,55 @@ func (s *Store) listByProperties(ctx context.Context, q ListQuery) ([]PersonReco
 	return list, uint64(len(live)), err
 }
 
+// materialiseRows reads the rows of q's page of the ordered candidates,
+// each the very row (id, version) that matched, so without FINAL (which
+// merged the page's granules: twice the time). A person with two rows at
+// one of the page's versions (one event wrote both), or whose row was
+// merged away under a newer one since, makes it read the page through
+// FINAL instead, the filter tested on the newest rows.
+func (s *Store) materialiseRows(ctx context.Context, q ListQuery, ordered []propCandidate) ([]PersonRecord, error) {
+	ids := pageIDs(ordered, q)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	versions := make([]uint64, 0, len(ids))
+	for _, c := range ordered[q.Offset : q.Offset+len(ids)] {
+		versions = append(versions, c.version)
+	}
+	found, err := s.queryPersons(ctx, "SELECT "+personColumns+" FROM persons PREWHERE project_id = ? AND id IN ? WHERE version IN ?",
+		q.ProjectID, set(ids), set(versions))
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[uint64]PersonRecord, len(found))
+	for _, p := range found {
+		byID[p.ID] = p
+	}
+	if len(found) != len(ids) || len(byID) != len(ids) {
+		return s.materialiseWhere(ctx, q.ProjectID, ids, q.Properties)
+	}
+	list := make([]PersonRecord, 0, len(ids))
+	for _, id := range ids {
+		p, ok := byID[id]
+		if !ok {
+			return s.materialiseWhere(ctx, q.ProjectID, ids, q.Properties)
+		}
+		list = append(list, p)
+	}
+	return list, nil
+}
+
 // sortedForList sorts cands in the list's order: created_at DESC, id DESC.
 func sortedForList(cands []propCandidate) []propCandidate {
-	slices.SortFunc(cands, func(a, b propCandidate) int {
-		if c := cmp.Compare(b.createdAt, a.createdAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.id, a.id)
-	})
+	slices.SortFunc(cands, compareForList)
 	return cands
+}
+
+func compareForList(a, b propCandidate) int {
+	if c := cmp.Compare(b.createdAt, a.createdAt); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.id, a.id)
 }
 
 // pageIDs returns the ids of q's page of the ordered candidates.
@@ -136,15 +178,105 @@ func pageIDs(ordered []propCandidate, q ListQuery) []uint64 {
 	return ids
 }
 
-// propCandidates returns the newest matching row of each person that has
-// one and whose newest matching row is live, ordered by id, each marked
-// when read from part (none when part is "").
-func (s *Store) propCandidates(ctx context.Context, projectID uint64, f propfilter.Clause, part string) ([]propCandidate, error) {
+// settledCandidates scans the rows, of any version, that match f (the
+// scan the bare count makes, returning two narrow columns of the matching
+// rows) and settles each against snap, the newest version of every
+// person known before the scan (listnewest.go): live holds one candidate
+// per person whose newest row matches and is live, with that row's
+// created_at; check, ordered by id, the persons with a matching row newer
+// than snap knows (written since), to verify by key (their version 0, so
+// that dropStale tests their newest row, whichever it is, and takes its
+// created_at). Rows are scanned one by one: groupArray's arrays cost more
+// to decode in the driver.
+func (s *Store) settledCandidates(ctx context.Context, projectID uint64, f propfilter.Clause, snap *newestSnapshot) (live, check []propCandidate, err error) {
+	rows, err := s.conn.Query(ctx, "SELECT id, version FROM persons PREWHERE project_id = ? AND "+f.SQL, append([]any{projectID}, f.Args...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var newer []uint64
+	for rows.Next() {
+		var id, version uint64
+		if err := rows.Scan(&id, &version); err != nil {
+			return nil, nil, err
+		}
+		e, found := snap.lookup(id)
+		switch {
+		case !found || version > e.version():
+			newer = append(newer, id)
+		case version == e.version() && !e.deleted():
+			// A row inserted twice (a retried batch) is listed once:
+			// duplicates are removed below.
+			live = append(live, propCandidate{id: id, version: version, createdAt: e.created})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	if len(newer) == 0 && !hasDuplicateIDs(live) {
+		return live, nil, nil
+	}
+	slices.SortFunc(live, func(a, b propCandidate) int { return cmp.Compare(a.id, b.id) })
+	live = slices.CompactFunc(live, func(a, b propCandidate) bool { return a.id == b.id })
+	if len(newer) == 0 {
+		return live, nil, nil
+	}
+	// A person with a row newer than the snapshot is decided by its
+	// newest row, read by key, even if an older one settled as live.
+	slices.Sort(newer)
+	newer = slices.Compact(newer)
+	live = slices.DeleteFunc(live, func(c propCandidate) bool {
+		_, ok := slices.BinarySearch(newer, c.id)
+		return ok
+	})
+	check = make([]propCandidate, len(newer))
+	for i, id := range newer {
+		check[i] = propCandidate{id: id, stale: true} // until its newest row matches
+	}
+	return live, check, nil
+}
+
+// hasDuplicateIDs reports whether two candidates share an id. A person
+// has one newest version, so only a row inserted twice does; a bitmap
+// over the ids' range costs less than sorting 100k candidates.
+func hasDuplicateIDs(cands []propCandidate) bool {
+	if len(cands) < 2 {
+		return false
+	}
+	lo, hi := cands[0].id, cands[0].id
+	for _, c := range cands {
+		lo, hi = min(lo, c.id), max(hi, c.id)
+	}
+	if hi-lo > 64*uint64(len(cands)) {
+		seen := make(map[uint64]struct{}, len(cands))
+		for _, c := range cands {
+			if _, ok := seen[c.id]; ok {
+				return true
+			}
+			seen[c.id] = struct{}{}
+		}
+		return false
+	}
+	bits := make([]uint64, (hi-lo)/64+1)
+	for _, c := range cands {
+		i := c.id - lo
+		if bits[i/64]&(1<<(i%64)) != 0 {
+			return true
+		}
+		bits[i/64] |= 1 << (i % 64)
+	}
+	return false
+}
+
+// propCandidates returns each person's newest matching row, if live,
+// ordered by id: the candidates when there is no snapshot, all verified
+// by key.
+func (s *Store) propCandidates(ctx context.Context, projectID uint64, f propfilter.Clause) ([]propCandidate, error) {
 	// is_deleted is read for the matching rows only, not tested in
 	// PREWHERE for every row: a person's deletion is final, so a matching
 	// tombstone newer than its matching live rows ends it.
-	rows, err := s.conn.Query(ctx, "SELECT id, version, toUInt32(created_at), is_deleted, _part = ? FROM persons PREWHERE project_id = ? AND "+f.SQL,
-		append([]any{part, projectID}, f.Args...)...)
+	rows, err := s.conn.Query(ctx, "SELECT id, version, toUInt32(created_at), is_deleted FROM persons PREWHERE project_id = ? AND "+f.SQL,
+		append([]any{projectID}, f.Args...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -152,16 +284,22 @@ func (s *Store) propCandidates(ctx context.Context, projectID uint64, f propfilt
 	var out []propCandidate
 	for rows.Next() {
 		var c propCandidate
-		var deleted, inPart uint8
-		if err := rows.Scan(&c.id, &c.version, &c.createdAt, &deleted, &inPart); err != nil {
+		var deleted uint8
+		if err := rows.Scan(&c.id, &c.version, &c.createdAt, &deleted); err != nil {
 			return nil, err
 		}
-		c.stale, c.inPart = deleted == 1, inPart == 1
+		c.stale = deleted == 1
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	return newestMatching(out), nil
+}
+
+// newestMatching returns each person's newest matching row, if live,
+// ordered by id.
+func newestMatching(out []propCandidate) []propCandidate {
 	slices.SortFunc(out, func(a, b propCandidate) int {
 		if c := cmp.Compare(a.id, b.id); c != 0 {
 			return c
@@ -176,7 +314,44 @@ func (s *Store) propCandidates(ctx context.Context, projectID uint64, f propfilt
 		}
 		kept = append(kept, c)
 	}
-	return kept, nil
+	return kept
+}
+
+// topForList returns the first n of cands in the list's order (all of
+// them when n <= 0), choosing them with a heap: the first page of 100k
+// candidates needs no full sort.
+func topForList(cands []propCandidate, n int) []propCandidate {
+	if n <= 0 || n >= len(cands)/4 {
+		return sortedForList(cands)
+	}
+	// h is a max-heap in list order: h[0] is the last of the n kept.
+	h := slices.Clone(cands[:n])
+	down := func(i int) {
+		for {
+			l, big := 2*i+1, i
+			if l < n && compareForList(h[l], h[big]) > 0 {
+				big = l
+			}
+			if r := l + 1; r < n && compareForList(h[r], h[big]) > 0 {
+				big = r
+			}
+			if big == i {
+				return
+			}
+			h[i], h[big] = h[big], h[i]
+			i = big
+		}
+	}
+	for i := n/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for _, c := range cands[n:] {
+		if compareForList(c, h[0]) < 0 {
+			h[0] = c
+			down(0)
+		}
+	}
+	return sortedForList(h)
 }
 
 // idTable is an external table of ids (and versions, with versions): an

@@ -24,10 +24,7 @@ import (
 //
 //	go test -run '^$' -bench DeepPagesAB -benchtime 30x ./pkg/chstore/
 func BenchmarkDeepPagesAB(b *testing.B) {
-	n := 1_000_000
-	if v, err := strconv.Atoi(os.Getenv("PERSONHUB_DEEP_PERSONS")); err == nil && v > 0 {
-		n = v
-	}
+	n := envPersons("PERSONHUB_DEEP_PERSONS")
 	store := testenv.ClickHouse(b)
 	ctx := context.Background()
 	const project = 5
@@ -69,6 +66,20 @@ func BenchmarkDeepPagesAB(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	reportQuantiles(b, took)
+}
+
+// envPersons is the persons a benchmark writes: the variable's value, or
+// 1M.
+func envPersons(name string) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return 1_000_000
+}
+
+// reportQuantiles reports each case's p50 and p90 in milliseconds.
+func reportQuantiles(b *testing.B, took map[string][]time.Duration) {
 	for k, d := range took {
 		slices.Sort(d)
 		b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, k+"/p50-ms")

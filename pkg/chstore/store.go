@@ -73,7 +73,7 @@ type Store struct {
 	// consumer: the partitions one process runs share this Store, and
 	// each has its own commit point.
 	counts *consumerCounts
-	parts  *partVersions // listparts.go
+	newest *newestIndex // listnewest.go
 }
 
 // Open connects and pings. It creates the database when it is missing, so
@@ -110,7 +110,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, Classify(err)
 	}
 	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
-	s := &Store{conn: &classifyingConn{Conn: conn, gate: g}, database: cfg.Database, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, parts: &partVersions{max: map[string]uint64{}}}
+	s := &Store{conn: &classifyingConn{Conn: conn, gate: g}, database: cfg.Database, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex()}
 	return s, nil
 }
 
