@@ -416,9 +416,15 @@ func readCtx(ctx context.Context) context.Context {
 
 type settingsKey struct{}
 
-// withSettings gives the statements run with ctx more settings (readCtx).
+// withSettings gives the statements run with ctx more settings (readCtx),
+// over those ctx already gives.
 func withSettings(ctx context.Context, s clickhouse.Settings) context.Context {
-	return context.WithValue(ctx, settingsKey{}, s)
+	all := clickhouse.Settings{}
+	if more, ok := ctx.Value(settingsKey{}).(clickhouse.Settings); ok {
+		maps.Copy(all, more)
+	}
+	maps.Copy(all, s)
+	return context.WithValue(ctx, settingsKey{}, all)
 }
 
 // manyGroups is for a GROUP BY of hundreds of thousands of keys (trends'
