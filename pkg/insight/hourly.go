@@ -13,7 +13,9 @@ import (
 // it instead of events when nothing but the event name and the range
 // selects the events, and the range's edges are whole UTC hours.
 // Attribution is the raw scan's (the same override join and tombstones),
-// so the answers are the same.
+// so the answers are the same; when no override can apply to the range
+// (storedIsCurrent, schema 0020) the stored person is that answer and
+// the join is left out.
 
 // hourly is the rows of events_hourly of some event names in [from, to),
 // each attributed to its current, live person (pid).
