@@ -99,3 +99,42 @@ func (s *Store) restoreHourly(ctx context.Context, rows []EventRow, written map[
 	}
 	return nil
 }
+
+// restoreFirstSeq adds to events_first_seq (schema 0020) the seqs of the
+// rows, among those given, that an interrupted insert left in events:
+// its view, like the others, may never have seen them, and the analysis
+// must never read a lowest seq above an event's (it would group the
+// stored persons where an override applies; pkg/insight, storedIsCurrent).
+// Per project, the lowest seq of each hour, in one statement of two
+// arrays. A minimum takes the same seqs twice, so it runs again as it is.
+func (s *Store) restoreFirstSeq(ctx context.Context, rows []EventRow, written map[uint64]bool) error {
+	lowest := map[uint64]map[uint32]uint64{}
+	for _, r := range rows {
+		if !written[r.Seq] {
+			continue
+		}
+		hours := lowest[r.ProjectID]
+		if hours == nil {
+			hours = map[uint32]uint64{}
+			lowest[r.ProjectID] = hours
+		}
+		hour := uint32(r.Timestamp.Unix() - r.Timestamp.Unix()%3600)
+		if seq, ok := hours[hour]; !ok || r.Seq < seq {
+			hours[hour] = r.Seq
+		}
+	}
+	ctx = loaderCtx(ctx)
+	for project, hours := range lowest {
+		hs, seqs := make([]uint32, 0, len(hours)), make([]uint64, 0, len(hours))
+		for h, seq := range hours {
+			hs, seqs = append(hs, h), append(seqs, seq)
+		}
+		err := s.conn.Exec(ctx, `INSERT INTO events_first_seq (project_id, hour, min_seq)
+			SELECT ?, toDateTime(arrayElement(?, i)) AS hour, minState(toUInt64(arrayElement(?, i))) FROM (SELECT arrayJoin(range(?)) + 1 AS i) GROUP BY hour`,
+			project, hs, seqs, uint64(len(hs)))
+		if err != nil {
+			return wrap("restore events_first_seq", err)
+		}
+	}
+	return nil
+}

@@ -19,7 +19,8 @@ import (
 // key of the rows to the events stored: up where the counts lack them,
 // down where a key's sum is above (stored modulo 2^64, the column being
 // UInt64), the API's $actor events not counted, other keys untouched, and
-// a second run writes nothing.
+// a second run writes nothing; events_first_seq gets each hour's lowest
+// seq of the rows.
 func TestRestoreHourlyCounts(t *testing.T) {
 	store := testenv.ClickHouse(t)
 	ctx := context.Background()
@@ -42,10 +43,12 @@ func TestRestoreHourlyCounts(t *testing.T) {
 		}
 	}
 	exec("DETACH TABLE events_hourly_mv")
+	exec("DETACH TABLE events_first_seq_mv")
 	if err := store.WriteRows(ctx, rows, fold.Batch{}); err != nil {
 		t.Fatal(err)
 	}
 	exec("ATTACH TABLE events_hourly_mv")
+	exec("ATTACH TABLE events_first_seq_mv")
 	// Key b counted 5 (where events holds 1), another key 7, and the
 	// first key once already (its second row lost).
 	ins := "INSERT INTO events_hourly (project_id, event, hour, distinct_id, person_id, events) SELECT ?, ?, toDateTime(?), ?, ?, ?"
@@ -69,6 +72,12 @@ func TestRestoreHourlyCounts(t *testing.T) {
 			t.Fatalf("run %d: events_hourly:\n%s\nwant\n%s", run+1, got, want)
 		}
 		stored = append(stored, testenv.QueryText(t, store, "SELECT count() FROM events_hourly"))
+		// The lowest seq of each hour (schema 0020), the API's events
+		// too: the view takes every event.
+		first := testenv.QueryText(t, store, "SELECT project_id, hour, minMerge(min_seq) FROM events_first_seq GROUP BY project_id, hour ORDER BY hour")
+		if want := "1\t2024-03-05 10:00:00 +0000 UTC\t1\t\n1\t2024-03-05 11:00:00 +0000 UTC\t3\t\n"; first != want {
+			t.Fatalf("run %d: events_first_seq:\n%s\nwant\n%s", run+1, first, want)
+		}
 	}
 	if stored[0] != stored[1] {
 		t.Fatalf("the second restore wrote rows: %s then %s", stored[0], stored[1])

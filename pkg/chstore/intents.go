@@ -103,7 +103,8 @@ func (s *Store) WrittenEvents(ctx context.Context, rows []EventRow) (map[uint64]
 // insert, the view never sees them again. The rows are copied from events
 // as stored, so the copy holds what events does; seqs the copy already
 // has are skipped, so an interrupted restore can run again. The counts
-// of events_hourly, another view, are corrected too (restoreHourly). Only
+// of events_hourly, another view, are corrected too (restoreHourly), and
+// the rows' seqs added to events_first_seq (restoreFirstSeq). Only
 // the recovery path calls it: a normal batch overlaps nothing.
 func (s *Store) RestoreCopies(ctx context.Context, rows []EventRow, written map[uint64]bool) error {
 	byProject := map[uint64][]EventRow{}
@@ -143,5 +144,8 @@ func (s *Store) RestoreCopies(ctx context.Context, rows []EventRow, written map[
 			}
 		}
 	}
-	return s.restoreHourly(ctx, rows, written)
+	if err := s.restoreHourly(ctx, rows, written); err != nil {
+		return err
+	}
+	return s.restoreFirstSeq(ctx, rows, written)
 }

@@ -58,7 +58,8 @@ func wantOneRowPerMessage(t *testing.T, store, ref *chstore.Store) {
 // wantHourlyCounts: events_hourly holds, per key, the number of events
 // stored (not written by the API; distinct uuids, as no uuid here is
 // published twice), none lost to an insert that died between events and
-// its view, and the sums of an uninterrupted run (ref).
+// its view, and the sums of an uninterrupted run (ref); and the lowest
+// seqs (wantFirstSeqs).
 func wantHourlyCounts(t *testing.T, store, ref *chstore.Store) {
 	t.Helper()
 	fromEvents := `SELECT project_id, event, toStartOfHour(timestamp) AS hour, distinct_id, person_id, toInt64(uniqExact(uuid)) AS n
@@ -70,6 +71,20 @@ func wantHourlyCounts(t *testing.T, store, ref *chstore.Store) {
 	}
 	if want := testenv.QueryText(t, ref, testenv.HourlySumsSQL); got != want {
 		t.Fatalf("events_hourly differs from an uninterrupted run's: %s", testenv.FirstDiff(got, want))
+	}
+	wantFirstSeqs(t, store)
+}
+
+// wantFirstSeqs: events_first_seq (schema 0020) holds each hour's lowest
+// seq of the events stored, none lost to an insert that died between
+// events and its view, or the analysis would skip an override
+// (pkg/insight, storedIsCurrent).
+func wantFirstSeqs(t *testing.T, store *chstore.Store) {
+	t.Helper()
+	got := testenv.QueryText(t, store, "SELECT project_id, hour, minMerge(min_seq) FROM events_first_seq GROUP BY project_id, hour ORDER BY project_id, hour")
+	want := testenv.QueryText(t, store, "SELECT project_id, toStartOfHour(timestamp) AS hour, min(seq) FROM events GROUP BY project_id, hour ORDER BY project_id, hour")
+	if got != want {
+		t.Fatalf("events_first_seq is not the events' lowest seqs: %s", testenv.FirstDiff(got, want))
 	}
 }
 

@@ -56,6 +56,39 @@ func hourlyHistory(t *testing.T) (*chstore.Store, *testenv.NATS, uint64) {
 	}
 	last := testenv.PublishWorkload(t, n.JS, 0, workloadWithResets(41, 3000, 150))
 	ingestAll(t, n, store, last)
+	// Then events of the live ids (merged ones among them) on 2026-04-05
+	// to 04-08, after every change of owner: there the stored person is
+	// the current one (storedIsCurrent).
+	rows, err := store.Conn().Query(context.Background(),
+		"SELECT project_id, distinct_id FROM person_distinct_ids FINAL WHERE is_deleted = 0 ORDER BY project_id, distinct_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []struct {
+		project uint64
+		did     string
+	}
+	for rows.Next() {
+		var p uint64
+		var did string
+		if err := rows.Scan(&p, &did); err != nil {
+			t.Fatal(err)
+		}
+		live = append(live, struct {
+			project uint64
+			did     string
+		}{p, did})
+	}
+	rows.Close()
+	if len(live) < 100 {
+		t.Fatalf("only %d live ids", len(live))
+	}
+	late := time.Date(2026, 4, 5, 0, 0, 0, 0, time.UTC)
+	for i := range 600 {
+		l := live[(i*53)%len(live)]
+		last = publishAt(t, n, l.project, l.did, "$pageview", "{}", late.Add(time.Duration(i*9)*time.Minute))
+	}
+	ingestAll(t, n, store, last)
 	return store, n, last
 }
 
@@ -69,7 +102,8 @@ func TestHourlyCountsAnswerAsEvents(t *testing.T) {
 	store, _, _ := hourlyHistory(t)
 	ctx := context.Background()
 	counter := &textCounter{Querier: store.Conn(), text: "FROM events_hourly"}
-	fast := New(counter, nil)
+	joinless := &textCounter{Querier: counter, text: "FROM events_hourly PREWHERE"}
+	fast := New(joinless, nil)
 	raw := New(store.Conn(), nil)
 	raw.noHourly = true
 	now := time.Date(2026, 4, 3, 0, 0, 0, 0, time.UTC)
@@ -87,20 +121,28 @@ func TestHourlyCountsAnswerAsEvents(t *testing.T) {
 		q      url.Values
 		hourly bool // the hourly counts answer
 		ret    bool
+		stored bool // every project's answer groups the stored persons (no join)
 	}
 	routes := []route{
-		{"trends day UTC", "UTC", trendsOf(url.Values{"date_from": {"2026-03-26"}, "date_to": {"2026-04-01"}}), true, false},
-		{"trends day Berlin (DST)", "Europe/Berlin", trendsOf(url.Values{"date_from": {"2026-03-28"}, "date_to": {"2026-03-30"}}), true, false},
-		{"trends hour Berlin (DST)", "Europe/Berlin", trendsOf(url.Values{"date_from": {"2026-03-29T00:00"}, "date_to": {"2026-03-29T05:00"}, "interval": {"hour"}}), true, false},
-		{"trends week New York", "America/New_York", trendsOf(url.Values{"date_from": {"2026-03-20"}, "date_to": {"2026-04-02"}, "interval": {"week"}}), true, false},
-		{"trends month", "UTC", trendsOf(url.Values{"date_from": {"2026-03-01"}, "date_to": {"2026-04-02"}, "interval": {"month"}}), true, false},
+		{"trends day UTC", "UTC", trendsOf(url.Values{"date_from": {"2026-03-26"}, "date_to": {"2026-04-01"}}), true, false, false},
+		{"trends day Berlin (DST)", "Europe/Berlin", trendsOf(url.Values{"date_from": {"2026-03-28"}, "date_to": {"2026-03-30"}}), true, false, false},
+		{"trends hour Berlin (DST)", "Europe/Berlin", trendsOf(url.Values{"date_from": {"2026-03-29T00:00"}, "date_to": {"2026-03-29T05:00"}, "interval": {"hour"}}), true, false, false},
+		{"trends week New York", "America/New_York", trendsOf(url.Values{"date_from": {"2026-03-20"}, "date_to": {"2026-04-02"}, "interval": {"week"}}), true, false, false},
+		{"trends month", "UTC", trendsOf(url.Values{"date_from": {"2026-03-01"}, "date_to": {"2026-04-02"}, "interval": {"month"}}), true, false, false},
 		{"trends weekly_active", "Europe/Berlin", url.Values{"events": {`[{"id":"$pageview","type":"events","order":0,"math":"weekly_active"}]`},
-			"entity_id": {"$pageview"}, "entity_type": {"events"}, "entity_math": {"weekly_active"}, "date_from": {"2026-03-31"}, "date_to": {"2026-03-30"}}, true, false},
-		{"trends half-hour zone", "Asia/Kolkata", trendsOf(url.Values{"date_from": {"2026-03-26"}, "date_to": {"2026-04-01"}}), false, false},
-		{"trends explicit", "UTC", trendsOf(url.Values{"date_from": {"2026-03-26T10:15:00"}, "date_to": {"2026-03-30T10:00:00"}, "explicit_date": {"true"}}), false, false},
+			"entity_id": {"$pageview"}, "entity_type": {"events"}, "entity_math": {"weekly_active"}, "date_from": {"2026-03-31"}, "date_to": {"2026-03-30"}}, true, false, false},
+		{"trends half-hour zone", "Asia/Kolkata", trendsOf(url.Values{"date_from": {"2026-03-26"}, "date_to": {"2026-04-01"}}), false, false, false},
+		{"trends explicit", "UTC", trendsOf(url.Values{"date_from": {"2026-03-26T10:15:00"}, "date_to": {"2026-03-30T10:00:00"}, "explicit_date": {"true"}}), false, false, false},
 		{"trends event filter", "UTC", trendsOf(url.Values{"date_from": {"2026-03-26"}, "date_to": {"2026-04-01"},
-			"properties": {`[{"key":"$current_url","value":"x","operator":"is_not","type":"event"}]`}}), false, false},
+			"properties": {`[{"key":"$current_url","value":"x","operator":"is_not","type":"event"}]`}}), false, false, false},
 	}
+	routes = append(routes,
+		route{"trends after every change", "UTC", trendsOf(url.Values{"date_from": {"2026-04-05"}, "date_to": {"2026-04-08"}}), true, false, true},
+		route{"trends across changes", "UTC", trendsOf(url.Values{"date_from": {"2026-03-30"}, "date_to": {"2026-04-08"}}), true, false, false},
+		route{"retention after every change", "UTC", url.Values{"date_to": {"2026-04-08"}, "period": {"Day"}, "total_intervals": {"3"},
+			"selected_interval": {"0"}, "target_entity": {`{"id":"$pageview","type":"events"}`}}, true, true, true},
+		route{"retention across changes", "UTC", url.Values{"date_to": {"2026-04-08"}, "period": {"Day"}, "total_intervals": {"9"},
+			"selected_interval": {"1"}, "target_entity": {`{"id":"$pageview","type":"events"}`}}, true, true, false})
 	for _, zone := range []string{"UTC", "Europe/Berlin", "Asia/Kolkata"} {
 		for _, typ := range []string{"retention_recurring", "retention_first_time"} {
 			for _, p := range []struct {
@@ -111,7 +153,7 @@ func TestHourlyCountsAnswerAsEvents(t *testing.T) {
 					q := url.Values{"date_to": {"2026-04-01T02:00:00"}, "period": {p.period}, "total_intervals": {fmt.Sprint(p.total)},
 						"selected_interval": {fmt.Sprint(min(sel, p.total-1))}, "retention_type": {typ},
 						"target_entity": {`{"id":"e","type":"events"}`}, "returning_entity": {`{"id":"$pageview","type":"events"}`}}
-					routes = append(routes, route{fmt.Sprintf("retention %s %s %s %d", zone, typ, p.period, sel), zone, q, zone != "Asia/Kolkata", true})
+					routes = append(routes, route{fmt.Sprintf("retention %s %s %s %d", zone, typ, p.period, sel), zone, q, zone != "Asia/Kolkata", true, false})
 				}
 			}
 		}
@@ -145,10 +187,13 @@ func TestHourlyCountsAnswerAsEvents(t *testing.T) {
 						}
 						return got
 					}
-					before := counter.n.Load()
+					before, joins := counter.n.Load(), counter.n.Load()-joinless.n.Load()
 					got, want := answer(fast), answer(raw)
 					if used := counter.n.Load() > before; used != r.hourly {
 						t.Fatalf("%s: hourly counts read %v, want %v", r.name, used, r.hourly)
+					}
+					if joined := counter.n.Load()-joinless.n.Load() > joins; r.hourly && joined == r.stored {
+						t.Fatalf("%s, project %d: joined the overrides %v, want %v", r.name, project, joined, !r.stored)
 					}
 					if fmt.Sprint(got) != fmt.Sprint(want) {
 						t.Fatalf("%s: %s, project %d, page %v:\n hourly %v\n events %v", phase, r.name, project, page, got, want)
