@@ -51,7 +51,7 @@ func trigrams(s string) []string {
 // writePersonEmailGrams writes the grams of each written person's email,
 // in the stage of person_emails (before the persons rows): like it, a
 // superset of the grams of the emails persons have. Each row carries the
-// email lowered (schema 0017; empty with gram ""), which a search tests
+// email lowered (schema 0016; empty with gram ""), which a search tests
 // on the rows of its rarest gram. Columns are appended whole: a person has
 // about twenty grams, and a row-by-row Append costs the ingester a call
 // per value.

@@ -29,7 +29,7 @@ func searchIDs(t *testing.T, store *chstore.Store, project uint64, term string) 
 
 // TestSearchTestsTheRarestGramsEmails: search= reads the rows of its
 // rarest gram and keeps those whose email contains the term (schema
-// 0017), so its candidates are the matching persons (and those the grams
+// 0016), so its candidates are the matching persons (and those the grams
 // cannot serve), not every person having the term's trigrams
 // (user112345@ has every trigram of user12345@). A changed email's old
 // rows stay, and the newest row excludes its person; rows written before
@@ -56,7 +56,7 @@ func TestSearchTestsTheRarestGramsEmails(t *testing.T) {
 	if err := store.WriteBatch(ctx, nil, changed, chstore.BatchMarker{Consumer: "c", FirstSeq: n + 10, LastSeq: n + 10}); err != nil {
 		t.Fatal(err)
 	}
-	// Person 12346's grams as written before schema 0017 (no email): a
+	// Person 12346's grams as written before schema 0016 (no email): a
 	// candidate of its grams' every search, found by its newest row.
 	if err := store.Conn().Exec(ctx, `INSERT INTO person_email_grams (project_id, gram, id, version)
 		SELECT ?, arrayJoin(['use', 'ser', 'er1', 'r12', '123', '234', '346', '46@', '6@e']), 99999, 1`, project); err != nil {

@@ -102,7 +102,7 @@ func TestSearchReadsGramsNotEveryEmail(t *testing.T) {
 	}
 }
 
-// TestEmailGramsMigrationMatchesTheIngester: migration 0017's upgrade
+// TestEmailGramsMigrationMatchesTheIngester: migration 0016's upgrade
 // fills person_email_grams from person_emails with exactly the grams and
 // lowered emails the ingester writes, for ASCII emails in any case, emails with a non-ASCII
 // or invalid UTF-8 byte, short, empty and over-long ones.

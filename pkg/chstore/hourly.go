@@ -100,7 +100,7 @@ func (s *Store) restoreHourly(ctx context.Context, rows []EventRow, written map[
 	return nil
 }
 
-// restoreFirstSeq adds to events_first_seq (schema 0020) the seqs of the
+// restoreFirstSeq adds to events_first_seq (schema 0017) the seqs of the
 // rows, among those given, that an interrupted insert left in events:
 // its view, like the others, may never have seen them, and the analysis
 // must never read a lowest seq above an event's (it would group the

@@ -72,7 +72,7 @@ func TestRestoreHourlyCounts(t *testing.T) {
 			t.Fatalf("run %d: events_hourly:\n%s\nwant\n%s", run+1, got, want)
 		}
 		stored = append(stored, testenv.QueryText(t, store, "SELECT count() FROM events_hourly"))
-		// The lowest seq of each hour (schema 0020), the API's events
+		// The lowest seq of each hour (schema 0017), the API's events
 		// too: the view takes every event.
 		first := testenv.QueryText(t, store, "SELECT project_id, hour, minMerge(min_seq) FROM events_first_seq GROUP BY project_id, hour ORDER BY hour")
 		if want := "1\t2024-03-05 10:00:00 +0000 UTC\t1\t\n1\t2024-03-05 11:00:00 +0000 UTC\t3\t\n"; first != want {

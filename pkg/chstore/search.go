@@ -17,7 +17,7 @@ const distinctIDOwner = "SELECT person_id FROM person_distinct_ids FINAL WHERE p
 //
 // The email part reads, when a probe is given (grams.go), the rows of the
 // term's rarest gram in person_email_grams whose email (lowered) contains
-// the term lowered, or is unknown (a row written before schema 0017), and
+// the term lowered, or is unknown (a row written before schema 0016), and
 // the persons whose email the grams cannot serve (gram ""), by key.
 // Otherwise (a term too short or not ASCII) it scans person_emails. For a
 // term in ASCII that scan compares the column folded (schema 0011: the

@@ -75,7 +75,7 @@ func wantHourlyCounts(t *testing.T, store, ref *chstore.Store) {
 	wantFirstSeqs(t, store)
 }
 
-// wantFirstSeqs: events_first_seq (schema 0020) holds each hour's lowest
+// wantFirstSeqs: events_first_seq (schema 0017) holds each hour's lowest
 // seq of the events stored, none lost to an insert that died between
 // events and its view, or the analysis would skip an override
 // (pkg/insight, storedIsCurrent).

@@ -14,7 +14,7 @@ import (
 // selects the events, and the range's edges are whole UTC hours.
 // Attribution is the raw scan's (the same override join and tombstones),
 // so the answers are the same; when no override can apply to the range
-// (storedIsCurrent, schema 0020) the stored person is that answer and
+// (storedIsCurrent, schema 0017) the stored person is that answer and
 // the join is left out.
 
 // hourly is the rows of events_hourly of some event names in [from, to),
@@ -72,7 +72,7 @@ func (h hourly) sql() cond {
 // storedIsCurrent reports whether every event of the project in [from,
 // to) (whole UTC hours; from zero: from the start) still belongs to the
 // person stored with it: whether every override of the project has a
-// version below the lowest seq of the range's events (schema 0020). An
+// version below the lowest seq of the range's events (schema 0017). An
 // override is written when an id's owner changes, at the version of that
 // change, and a project's events are folded in stream order (with the
 // write lane, a command folds at the version of the event it follows,
