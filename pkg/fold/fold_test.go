@@ -280,6 +280,26 @@ func foldCrashed(t *testing.T, events []string, committed, crashed int, cut func
 	return store
 }
 
+// foldFrom folds events[from:] (project 1, the sequence of events[i] is
+// i+1) as one batch into f and flushes it.
+func foldFrom(t *testing.T, f *Folder, events []string, from int, redelivered bool) Batch {
+	t.Helper()
+	ctx := context.Background()
+	var batch []Input
+	for i := from; i < len(events); i++ {
+		batch = append(batch, Input{ProjectID: 1, Seq: uint64(i + 1), Event: ev(t, i+1, events[i]), Redelivered: redelivered})
+	}
+	if err := f.Prepare(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range batch {
+		if _, err := f.Apply(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f.Flush()
+}
+
 // TestDeletePersonEventsActivityAfterARedelivery: a $delete_person_events
 // redelivered over a stored row of a later state (the email changed after
 // it) records no second activity entry naming the person as it is now;
@@ -292,21 +312,8 @@ func TestDeletePersonEventsActivityAfterARedelivery(t *testing.T) {
 		`{"event":"$delete_person_events","distinct_id":"a","properties":{"$person_id":1,"$actor":{"key_id":"k","organization_id":"o"}}}`,
 		`{"distinct_id":"a","$set":{"email":"new@x.io"}}`,
 	}
-	ctx := context.Background()
 	fold := func(f *Folder, from int, redelivered bool) Batch {
-		var batch []Input
-		for i := from; i < len(events); i++ {
-			batch = append(batch, Input{ProjectID: 1, Seq: uint64(i + 1), Event: ev(t, i+1, events[i]), Redelivered: redelivered})
-		}
-		if err := f.Prepare(ctx, batch); err != nil {
-			t.Fatal(err)
-		}
-		for _, in := range batch {
-			if _, err := f.Apply(ctx, in); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return f.Flush()
+		return foldFrom(t, f, events, from, redelivered)
 	}
 	names := func(b Batch) []string {
 		var out []string
@@ -450,21 +457,8 @@ func TestDeletePersonEventsKeepsThePerson(t *testing.T) {
 		`{"event":"$delete_person","distinct_id":"a","properties":{"$person_id":1,"$delete_events":false,"$actor":{"key_id":"k","organization_id":"o"}}}`,
 		`{"event":"$delete_person_events","distinct_id":"a","properties":{"$person_id":1,"$actor":{"key_id":"k","organization_id":"o"}}}`,
 	}
-	ctx := context.Background()
 	fold := func(f *Folder, redelivered bool) Batch {
-		var batch []Input
-		for i, js := range events {
-			batch = append(batch, Input{ProjectID: 1, Seq: uint64(i + 1), Event: ev(t, i+1, js), Redelivered: redelivered})
-		}
-		if err := f.Prepare(ctx, batch); err != nil {
-			t.Fatal(err)
-		}
-		for _, in := range batch {
-			if _, err := f.Apply(ctx, in); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return f.Flush()
+		return foldFrom(t, f, events, 0, redelivered)
 	}
 	store := newMemStore()
 	first := fold(New(store), false)
