@@ -68,6 +68,9 @@ func (s *Store) listUnfiltered(ctx context.Context, q ListQuery, slots bool) ([]
 		if err != nil {
 			return nil, 0, false, fmt.Errorf("list persons: %w", err)
 		}
+		if len(rids) >= q.Limit && i < len(orderWindows) && q.Offset+q.Limit <= shallowRows {
+			s.firstHints.set(q.ProjectID, firstHint{newest: newest, window: i})
+		}
 		if len(rids) >= q.Limit || i == len(bounds)-1 {
 			break
 		}
