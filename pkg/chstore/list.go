@@ -31,6 +31,12 @@ func (q ListQuery) unfiltered() bool {
 // has no maintained count yet (the caller takes the general path). slots
 // false takes the windows' path for every page (a test's A/B).
 func (s *Store) listUnfiltered(ctx context.Context, q ListQuery, slots bool) ([]PersonRecord, uint64, bool, error) {
+	if q.Offset+q.Limit <= shallowRows {
+		list, total, done, err := s.firstWindowPage(ctx, q)
+		if err != nil || done {
+			return list, total, done, err
+		}
+	}
 	total, newest, ok, err := s.LiveCount(ctx, q.ProjectID)
 	if err != nil || !ok {
 		return nil, 0, false, err
@@ -61,6 +67,9 @@ func (s *Store) listUnfiltered(ctx context.Context, q ListQuery, slots bool) ([]
 			q.ProjectID, bound, q.Offset, q.Limit)
 		if err != nil {
 			return nil, 0, false, fmt.Errorf("list persons: %w", err)
+		}
+		if len(rids) >= q.Limit && i < len(orderWindows) && q.Offset+q.Limit <= shallowRows {
+			s.firstHints.set(q.ProjectID, firstHint{newest: newest, window: i})
 		}
 		if len(rids) >= q.Limit || i == len(bounds)-1 {
 			break

@@ -241,6 +241,12 @@ func scanPerson(rows scanner) (PersonRecord, error) {
 	if err := rows.Scan(&p.ID, &p.UUID, &props, &p.DistinctIDs, &p.CreatedAt, &ident); err != nil {
 		return p, err
 	}
+	return decodePerson(p, props, ident)
+}
+
+// decodePerson completes a person scanned with its properties' text and
+// is_identified.
+func decodePerson(p PersonRecord, props string, ident uint8) (PersonRecord, error) {
 	var err error
 	if p.Properties, err = propjson.Decode(props); err != nil {
 		return p, fmt.Errorf("person %d: %w", p.ID, err)

@@ -74,6 +74,9 @@ type Store struct {
 	// each has its own commit point.
 	counts *consumerCounts
 	newest *newestIndex // listnewest.go
+	// firstHints place the windows of shallow unfiltered pages
+	// (listfirst.go).
+	firstHints *firstHints
 }
 
 // Open connects and pings. It creates the database when it is missing, so
@@ -110,7 +113,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, Classify(err)
 	}
 	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
-	s := &Store{conn: &classifyingConn{Conn: conn, gate: g}, database: cfg.Database, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex()}
+	s := &Store{conn: &classifyingConn{Conn: conn, gate: g}, database: cfg.Database, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex(),
+		firstHints: &firstHints{by: map[uint64]firstHint{}}}
 	return s, nil
 }
 
