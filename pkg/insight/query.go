@@ -31,6 +31,9 @@ type Store struct {
 	// noHourly: never read the hourly counts (hourly.go); tests compare
 	// both paths.
 	noHourly bool
+	// noStored: always attribute through the overrides (scan.stored);
+	// tests compare both paths.
+	noStored bool
 }
 
 // New returns a Store; actions may be nil.
@@ -116,6 +119,10 @@ type scan struct {
 	// own condition on the group drops those persons (a filter on pid
 	// would run the statement once more).
 	among cond
+	// stored: every row's stored person is its current, live one
+	// (storedIsCurrent), so the scan leaves out the overrides: no join,
+	// no probe of their distinct ids (docs/performance.md, h/g10q).
+	stored bool
 }
 
 // attributedPID is a row's current person after overridesJoin: the
@@ -167,9 +174,16 @@ func (s scan) sql() (string, []any) {
 	// is tested); the overrides and persons tables are FINAL and keep
 	// their filters in WHERE (readCtx). An id without an override joins
 	// the defaults: o_pid 0 (no person has id 0), o_deleted 0.
-	inner := "SELECT " + attributedPID + " AS pid, uuid, timestamp, event, distinct_id, properties FROM events " + overridesJoin +
+	pid, join := attributedPID, " "+overridesJoin
+	if s.stored {
+		pid, join = "person_id", ""
+	}
+	inner := "SELECT " + pid + " AS pid, uuid, timestamp, event, distinct_id, properties FROM events" + join +
 		" PREWHERE project_id = ? AND timestamp < toDateTime(?)"
-	args = append(args, s.project, s.project, epochSeconds(s.to))
+	if !s.stored {
+		args = append(args, s.project)
+	}
+	args = append(args, s.project, epochSeconds(s.to))
 	// The range is also stated on the sort key's toDate(timestamp):
 	// ClickHouse 18.16 does not derive it from a timestamp condition, so
 	// without it a scan of one day reads every granule of the project
@@ -188,19 +202,30 @@ func (s scan) sql() (string, []any) {
 		inner += " AND event IN (" + marks(len(s.names)) + ")"
 		args = append(args, anys(s.names)...)
 	}
-	if s.upTo > 0 {
+	switch {
+	case s.upTo > 0 && s.stored:
+		inner += " AND person_id <= ?"
+		args = append(args, s.upTo)
+	case s.upTo > 0:
 		// The rows of the persons up to upTo: their own, or given to
 		// them by an override (a small set, probed only here).
 		inner += " AND (person_id <= ? OR distinct_id IN (SELECT distinct_id FROM person_distinct_id_overrides FINAL WHERE project_id = ? AND person_id <= ? AND is_deleted = 0))"
 		args = append(args, s.upTo, s.project, s.upTo)
 	}
-	if s.among.sql != "" {
+	switch {
+	case s.among.sql != "" && s.stored:
+		inner += " AND person_id IN (" + s.among.sql + ")"
+		args = append(args, s.among.args...)
+	case s.among.sql != "":
 		c := amongCond(s.project, s.among)
 		inner += " AND " + c.sql
 		args = append(args, c.args...)
 	}
-	inner += " WHERE o_deleted = 0"
-	if s.upTo > 0 {
+	inner += " WHERE 1"
+	if !s.stored {
+		inner += " AND o_deleted = 0"
+	}
+	if s.upTo > 0 && !s.stored {
 		inner += " AND pid <= ?" // an override gave the row to a later person
 		args = append(args, s.upTo)
 	}
@@ -243,6 +268,13 @@ func (st *Store) match(ctx context.Context, project uint64, f *Filter, e Entity)
 	s := scan{project: project, from: f.Range.From, to: f.Range.To, f: fs, where: and(series, global), names: st.seriesNames(ctx, project, e)}
 	if f.Range.All {
 		s.from = time.Time{}
+	}
+	// The hours of the range's events, from the one holding its start:
+	// more hours only lower the seq the check compares with.
+	if !st.noStored {
+		if s.stored, err = st.storedIsCurrent(ctx, project, s.from.Truncate(time.Hour), s.to); err != nil {
+			return scan{}, err
+		}
 	}
 	if f.BreakdownValue != nil {
 		typ := "event"
