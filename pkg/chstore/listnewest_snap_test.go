@@ -89,3 +89,23 @@ func BenchmarkTopForList(b *testing.B) {
 		_ = topForList(work, 100)
 	}
 }
+
+// TestTopForListIsSortedPrefix checks the heap's page against a full sort
+// on random candidates with many equal created_at (ties broken by id).
+func TestTopForListIsSortedPrefix(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for round := 0; round < 50; round++ {
+		cands := make([]propCandidate, 500+rng.IntN(2000))
+		for i := range cands {
+			cands[i] = propCandidate{id: rng.Uint64N(1 << 20), createdAt: uint32(rng.IntN(300))}
+		}
+		n := 1 + rng.IntN(120)
+		want := sortedForList(append([]propCandidate(nil), cands...))[:n]
+		got := topForList(cands, n)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("round %d, n %d, at %d: %+v, want %+v", round, n, i, got[i], want[i])
+			}
+		}
+	}
+}
