@@ -1,6 +1,9 @@
 package chstore
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // ValueRecounts reports how many full and partial recounts
 // CountPropertyValues made (values_counts.go).
@@ -56,4 +59,57 @@ func (s *Store) ListByWindows(ctx context.Context, q ListQuery) ([]PersonRecord,
 // by key, without the newest versions (listnewest.go), for an A/B.
 func (s *Store) ListByPropertiesByKey(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
 	return s.listByPropertiesWith(ctx, q, false)
+}
+
+// ListPhases runs the pieces of the properties list (listprops.go) one
+// after another and times each, with two variants of the scan: rows
+// decoded but not settled, and reduced on the server to one row.
+func (s *Store) ListPhases(ctx context.Context, q ListQuery) (map[string]time.Duration, error) {
+	out := map[string]time.Duration{}
+	start := time.Now()
+	if _, err := s.personsParts(ctx); err != nil {
+		return nil, err
+	}
+	out["parts"] = time.Since(start)
+	start = time.Now()
+	snap, ok, err := s.newestSnapshot(ctx, q.ProjectID)
+	if err != nil || !ok {
+		return nil, err
+	}
+	out["snapshot"] = time.Since(start)
+	f := q.Properties
+	args := append([]any{q.ProjectID}, f.Args...)
+	start = time.Now()
+	var a, b uint64
+	if err := s.conn.QueryRow(ctx, "SELECT sum(id), sum(version) FROM persons PREWHERE project_id = ? AND "+f.SQL, args...).Scan(&a, &b); err != nil {
+		return nil, err
+	}
+	out["scan-server"] = time.Since(start)
+	start = time.Now()
+	rows, err := s.conn.Query(ctx, "SELECT id, version FROM persons PREWHERE project_id = ? AND "+f.SQL, args...)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		if err := rows.Scan(&a, &b); err != nil {
+			return nil, err
+		}
+	}
+	rows.Close()
+	out["scan-rows"] = time.Since(start)
+	start = time.Now()
+	live, _, err := s.settledCandidates(ctx, q.ProjectID, f, snap)
+	if err != nil {
+		return nil, err
+	}
+	out["scan-settle"] = time.Since(start)
+	start = time.Now()
+	top := topForList(live, q.Offset+q.Limit)
+	out["top"] = time.Since(start)
+	start = time.Now()
+	if _, err := s.materialiseRows(ctx, q, top); err != nil {
+		return nil, err
+	}
+	out["page"] = time.Since(start)
+	return out, nil
 }

@@ -319,13 +319,16 @@ func newestMatching(out []propCandidate) []propCandidate {
 
 // topForList returns the first n of cands in the list's order (all of
 // them when n <= 0), choosing them with a heap: the first page of 100k
-// candidates needs no full sort.
+// candidates needs no full sort. The candidates are walked from the last:
+// the scan returns each part's rows by id, and ids grow with created_at,
+// so from the first nearly every row entered the heap (4.3 ms for 100k
+// candidates at 1M persons); from the last, few do.
 func topForList(cands []propCandidate, n int) []propCandidate {
 	if n <= 0 || n >= len(cands)/4 {
 		return sortedForList(cands)
 	}
 	// h is a max-heap in list order: h[0] is the last of the n kept.
-	h := slices.Clone(cands[:n])
+	h := slices.Clone(cands[len(cands)-n:])
 	down := func(i int) {
 		for {
 			l, big := 2*i+1, i
@@ -345,8 +348,8 @@ func topForList(cands []propCandidate, n int) []propCandidate {
 	for i := n/2 - 1; i >= 0; i-- {
 		down(i)
 	}
-	for _, c := range cands[n:] {
-		if compareForList(c, h[0]) < 0 {
+	for i := len(cands) - n - 1; i >= 0; i-- {
+		if c := cands[i]; compareForList(c, h[0]) < 0 {
 			h[0] = c
 			down(0)
 		}
