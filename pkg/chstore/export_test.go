@@ -57,3 +57,11 @@ func (s *Store) ListByWindows(ctx context.Context, q ListQuery) ([]PersonRecord,
 func (s *Store) ListByPropertiesByKey(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
 	return s.listByPropertiesWith(ctx, q, false)
 }
+
+// WithoutRowCache is a Store on the same pool and hints without the row
+// cache (rowcache.go), for A/B benchmarks.
+func (s *Store) WithoutRowCache() *Store {
+	c := *s
+	c.rows = newRowCache(-1)
+	return &c
+}

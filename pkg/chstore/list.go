@@ -108,7 +108,9 @@ func (s *Store) materialiseWhere(ctx context.Context, projectID uint64, ids []ui
 	// person has the same key) and makes ClickHouse read the wide columns
 	// of the granules holding the page only; with WHERE, 18.16 read them
 	// for neighbouring rows too, another project's widest person included.
-	found, err := s.queryPersons(ctx, "SELECT "+personColumns+" FROM persons FINAL PREWHERE project_id = ? AND id IN ? WHERE "+where, args...)
+	// The newest rows at their versions also fill the row cache
+	// (rowcache.go) for the shallow pages that follow.
+	found, _, err := s.queryVersioned(ctx, projectID, "SELECT "+personColumns+", version FROM persons FINAL PREWHERE project_id = ? AND id IN ? WHERE "+where, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -124,4 +126,29 @@ func (s *Store) materialiseWhere(ctx context.Context, projectID uint64, ids []ui
 		}
 	}
 	return list, nil
+}
+
+// queryVersioned is queryPersons of statements that read the version
+// too: it returns each row's, and puts each row in the row cache.
+func (s *Store) queryVersioned(ctx context.Context, project uint64, sql string, args ...any) (out []PersonRecord, versions []uint64, err error) {
+	rows, err := s.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p PersonRecord
+		var props string
+		var ident uint8
+		var version uint64
+		if err := rows.Scan(&p.ID, &p.UUID, &props, &p.DistinctIDs, &p.CreatedAt, &ident, &version); err != nil {
+			return nil, nil, err
+		}
+		if p, err = decodePerson(p, props, ident); err != nil {
+			return nil, nil, err
+		}
+		s.rows.put(project, version, p, len(props))
+		out, versions = append(out, p), append(versions, version)
+	}
+	return out, versions, rows.Err()
 }
