@@ -41,8 +41,12 @@ func (s *Store) SlotPage(ctx context.Context, q ListQuery) ([]uint64, bool, erro
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	rids, ok, err := s.slotPage(ctx, q, total)
-	return ridsToIDs(rids), ok, err
+	keys, ok, err := s.slotPage(ctx, q, total)
+	ids := make([]uint64, len(keys))
+	for i, k := range keys {
+		ids[i] = k.id
+	}
+	return ids, ok, err
 }
 
 // ListByWindows is the unfiltered list without the slot counts (the
