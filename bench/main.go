@@ -37,6 +37,10 @@ type plan struct {
 	persons       int // persons in the table for the read and memory measurements
 	deletePersons int
 	get1, get16   budget
+	// list1 and list16 are the list rows' samples (G5): p99 is the
+	// ceil(0.99 n)-th fastest, so at 100 samples the second slowest, and
+	// one stall of the shared machine decided G5e; 300 (800 at c=16)
+	// make it the fourth (ninth) slowest (h/g5b3).
 	list1, list16 budget
 	patchIdle     int
 	patchLoad     int
@@ -49,12 +53,12 @@ func planFor(quick bool) plan {
 	if quick {
 		return plan{mode: "quick", events: 50_000, ids: 10_000, persons: 50_000, deletePersons: 1_000,
 			get1: budget{300, 2 * time.Second}, get16: budget{600, 2 * time.Second},
-			list1: budget{25, 2 * time.Second}, list16: budget{48, 2 * time.Second},
+			list1: budget{60, 3 * time.Second}, list16: budget{160, 2 * time.Second},
 			patchIdle: 40, patchLoad: 8, g5fSizes: []int{100_000}}
 	}
 	return plan{mode: "full", events: 1_000_000, ids: 200_000, persons: 1_000_000, deletePersons: 10_000,
 		get1: budget{1000, 20 * time.Second}, get16: budget{4000, 20 * time.Second},
-		list1: budget{100, 20 * time.Second}, list16: budget{200, 20 * time.Second},
+		list1: budget{300, 30 * time.Second}, list16: budget{800, 20 * time.Second},
 		patchIdle: 200, patchLoad: 40, soak: 10 * time.Minute, soakRate: 4000, g5fSizes: []int{100_000, 1_000_000, 5_000_000}}
 }
 

@@ -44,8 +44,12 @@ func (s *Store) SlotPage(ctx context.Context, q ListQuery) ([]uint64, bool, erro
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	rids, ok, err := s.slotPage(ctx, q, total)
-	return ridsToIDs(rids), ok, err
+	keys, ok, err := s.slotPage(ctx, q, total)
+	ids := make([]uint64, len(keys))
+	for i, k := range keys {
+		ids[i] = k.id
+	}
+	return ids, ok, err
 }
 
 // ListByWindows is the unfiltered list without the slot counts (the
@@ -112,4 +116,12 @@ func (s *Store) ListPhases(ctx context.Context, q ListQuery) (map[string]time.Du
 	}
 	out["page"] = time.Since(start)
 	return out, nil
+}
+
+// WithoutRowCache is a Store on the same pool and hints without the row
+// cache (rowcache.go), for A/B benchmarks.
+func (s *Store) WithoutRowCache() *Store {
+	c := *s
+	c.rows = newRowCache(-1)
+	return &c
 }

@@ -44,14 +44,14 @@ func (s *Store) listUnfiltered(ctx context.Context, q ListQuery, slots bool) ([]
 	if uint64(q.Offset) >= total {
 		return nil, total, true, nil
 	}
-	var rids []uint64
+	var keys []pageRow
 	if slots && q.Offset+q.Limit > shallowRows {
 		var deep bool
-		if rids, deep, err = s.slotPage(ctx, q, total); err != nil {
+		if keys, deep, err = s.slotPage(ctx, q, total); err != nil {
 			return nil, 0, false, fmt.Errorf("list persons: %w", err)
 		}
 		if deep {
-			list, err := s.materialise(ctx, q.ProjectID, ridsToIDs(rids))
+			list, err := s.materialiseKeys(ctx, q.ProjectID, keys)
 			return list, total, true, err
 		}
 	}
@@ -62,29 +62,55 @@ func (s *Store) listUnfiltered(ctx context.Context, q ListQuery, slots bool) ([]
 	for i, bound := range bounds {
 		// Only the page's keys come back; a full page proves the window
 		// held every row before it.
-		rids, err = s.queryIDs(ctx, `SELECT rid FROM person_order FINAL
+		keys, err = s.queryKeys(ctx, `SELECT rid, version FROM person_order FINAL
 			WHERE project_id = ? AND rank <= ? AND is_deleted = 0 ORDER BY rank, rid LIMIT ?, ?`,
 			q.ProjectID, bound, q.Offset, q.Limit)
 		if err != nil {
 			return nil, 0, false, fmt.Errorf("list persons: %w", err)
 		}
-		if len(rids) >= q.Limit && i < len(orderWindows) && q.Offset+q.Limit <= shallowRows {
+		if len(keys) >= q.Limit && i < len(orderWindows) && q.Offset+q.Limit <= shallowRows {
 			s.firstHints.set(q.ProjectID, firstHint{newest: newest, window: i})
 		}
-		if len(rids) >= q.Limit || i == len(bounds)-1 {
+		if len(keys) >= q.Limit || i == len(bounds)-1 {
 			break
 		}
 	}
-	list, err := s.materialise(ctx, q.ProjectID, ridsToIDs(rids))
+	list, err := s.materialiseKeys(ctx, q.ProjectID, keys)
 	return list, total, true, err
 }
 
-func ridsToIDs(rids []uint64) []uint64 {
-	ids := make([]uint64, len(rids))
-	for i, rid := range rids {
-		ids[i] = idOfRID(rid)
+// queryKeys runs a statement reading person_order's rid and version: a
+// page's persons and the versions to show (listfirst.go).
+func (s *Store) queryKeys(ctx context.Context, sql string, args ...any) ([]pageRow, error) {
+	rows, err := s.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
 	}
-	return ids
+	defer rows.Close()
+	var out []pageRow
+	for rows.Next() {
+		var rid, version uint64
+		if err := rows.Scan(&rid, &version); err != nil {
+			return nil, err
+		}
+		out = append(out, pageRow{id: idOfRID(rid), version: version})
+	}
+	return out, rows.Err()
+}
+
+// materialiseKeys returns the rows of a page's keys at their versions
+// (pageRows: the row cache, then a read at those versions), or, when a
+// key is ahead of persons mid-batch, the newest rows through FINAL.
+func (s *Store) materialiseKeys(ctx context.Context, project uint64, keys []pageRow) ([]PersonRecord, error) {
+	list, ok, err := s.pageRows(ctx, project, keys)
+	if err != nil || ok {
+		return list, err
+	}
+	ids := make([]uint64, len(keys))
+	for i, k := range keys {
+		ids[i] = k.id
+	}
+	return s.materialise(ctx, project, ids)
 }
 
 // materialise reads the full rows of a page's ids by key, in the page's
@@ -108,7 +134,9 @@ func (s *Store) materialiseWhere(ctx context.Context, projectID uint64, ids []ui
 	// person has the same key) and makes ClickHouse read the wide columns
 	// of the granules holding the page only; with WHERE, 18.16 read them
 	// for neighbouring rows too, another project's widest person included.
-	found, err := s.queryPersons(ctx, "SELECT "+personColumns+" FROM persons FINAL PREWHERE project_id = ? AND id IN ? WHERE "+where, args...)
+	// The newest rows at their versions also fill the row cache
+	// (rowcache.go) for the shallow pages that follow.
+	found, _, err := s.queryVersioned(ctx, projectID, "SELECT "+personColumns+", version FROM persons FINAL PREWHERE project_id = ? AND id IN ? WHERE "+where, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -124,4 +152,29 @@ func (s *Store) materialiseWhere(ctx context.Context, projectID uint64, ids []ui
 		}
 	}
 	return list, nil
+}
+
+// queryVersioned is queryPersons of statements that read the version
+// too: it returns each row's, and puts each row in the row cache.
+func (s *Store) queryVersioned(ctx context.Context, project uint64, sql string, args ...any) (out []PersonRecord, versions []uint64, err error) {
+	rows, err := s.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p PersonRecord
+		var props string
+		var ident uint8
+		var version uint64
+		if err := rows.Scan(&p.ID, &p.UUID, &props, &p.DistinctIDs, &p.CreatedAt, &ident, &version); err != nil {
+			return nil, nil, err
+		}
+		if p, err = decodePerson(p, props, ident); err != nil {
+			return nil, nil, err
+		}
+		s.rows.put(project, version, p, len(props))
+		out, versions = append(out, p), append(versions, version)
+	}
+	return out, versions, rows.Err()
 }

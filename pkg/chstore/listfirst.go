@@ -1,22 +1,23 @@
 package chstore
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 )
 
-// A page near the list's start in one statement (h/g5b). Each statement
-// costs ClickHouse about 1 ms of CPU before it reads anything (h/reads),
-// and such a page took three: the count, the page's keys in a window, the
-// page's rows by key. Here the keys are an IN subquery of the rows' read
-// (ClickHouse builds its set before choosing granules, so the rows are
-// still read by key: two granules in all) and the count comes joined from
-// person_counts. A scalar subquery would do for the count, but 18.16 runs
-// each one twice while analysing the statement.
+// A page near the list's start in one statement (h/g5b, h/g5b3). Each
+// statement costs ClickHouse about 1 ms of CPU before it reads anything
+// (h/reads), and such a page took three: the count, the page's keys in a
+// window, the page's rows by key. Here the page's keys come with their
+// versions from person_order in a window, and the count joined from
+// person_counts (a scalar subquery would do, but 18.16 runs each one
+// twice while analysing the statement). The rows, at those versions,
+// come from the row cache (rowcache.go): a read of persons by key
+// decompresses whole blocks of properties, most of a page's cost, so
+// only the rows the cache lacks are read, at their exact versions, in a
+// second statement.
 //
 // The window needs the project's newest created_at before the statement,
 // so the store remembers, per project, the newest the last page saw and
@@ -27,11 +28,11 @@ import (
 // general way (list.go), which widens the window, never trusts the count
 // to end a page, and leaves a new hint.
 //
-// The rows come back unordered; they are put in the list's order by their
-// own created_at and id, the order person_order keeps. Mid-batch
-// (person_order is written before persons) a person whose created_at
-// moved may sit where its new key says while showing the old created_at,
-// as the three statements' page did too.
+// The page is in person_order's key order, the list's. Mid-batch
+// (person_order is written before persons) a key may be ahead of the
+// persons rows: its version is not there yet, so unless the cache has it
+// (then it was read from persons) the page goes the general way, which
+// reads the newest rows through FINAL, as before.
 
 // firstHint is what the last shallow page of a project saw.
 type firstHint struct {
@@ -58,6 +59,9 @@ func (h *firstHints) set(project uint64, v firstHint) {
 	h.by[project] = v
 }
 
+// pageRow is a person of a page and the version to show.
+type pageRow struct{ id, version uint64 }
+
 // firstWindowPage returns the page and the count when the project's hint
 // gives a window holding the whole page; done is false otherwise.
 func (s *Store) firstWindowPage(ctx context.Context, q ListQuery) (list []PersonRecord, total uint64, done bool, err error) {
@@ -65,44 +69,82 @@ func (s *Store) firstWindowPage(ctx context.Context, q ListQuery) (list []Person
 	if !ok {
 		return nil, 0, false, nil
 	}
-	// counted is the rows of person_counts (the join drops the page when
-	// there are none); bitNot(rid) is idOfRID(rid).
-	rows, err := s.conn.Query(ctx, `SELECT `+personColumns+`, live, newest FROM persons FINAL
+	// The join drops the page when person_counts has no row for the
+	// project. The page's persons come at the versions of their keys:
+	// person_order is written with the persons rows (same batch, same
+	// versions, before them), so a live key's version is its person's
+	// newest, or one a batch still writing is about to make so. Their
+	// rows come from the row cache, the others read at those versions
+	// (pageRows): no read of persons through FINAL.
+	rows, err := s.conn.Query(ctx, `SELECT rid, version, live, newest FROM person_order FINAL
 		ANY INNER JOIN (SELECT project_id, argMax(live, version) AS live, argMax(newest, version) AS newest
 			FROM person_counts WHERE project_id = ? GROUP BY project_id) USING project_id
-		PREWHERE project_id = ? AND id IN (SELECT bitNot(rid) FROM person_order FINAL
-			WHERE project_id = ? AND rank <= ? AND is_deleted = 0 ORDER BY rank, rid LIMIT ?, ?)
-		WHERE is_deleted = 0`,
-		q.ProjectID, q.ProjectID, q.ProjectID, orderRank(hint.newest.Add(-orderWindows[hint.window])), q.Offset, q.Limit)
+		WHERE project_id = ? AND rank <= ? AND is_deleted = 0 ORDER BY rank, rid LIMIT ?, ?`,
+		q.ProjectID, q.ProjectID, orderRank(hint.newest.Add(-orderWindows[hint.window])), q.Offset, q.Limit)
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("list persons: %w", err)
 	}
 	defer rows.Close()
 	var newest time.Time
+	var page []pageRow
 	for rows.Next() {
-		var p PersonRecord
-		var props string
-		var ident uint8
-		if err := rows.Scan(&p.ID, &p.UUID, &props, &p.DistinctIDs, &p.CreatedAt, &ident, &total, &newest); err != nil {
+		var r pageRow
+		var rid uint64
+		if err := rows.Scan(&rid, &r.version, &total, &newest); err != nil {
 			return nil, 0, false, fmt.Errorf("list persons: %w", err)
 		}
-		if p, err = decodePerson(p, props, ident); err != nil {
-			return nil, 0, false, err
-		}
-		list = append(list, p)
+		r.id = idOfRID(rid)
+		page = append(page, r)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, false, fmt.Errorf("list persons: %w", err)
 	}
-	if len(list) < q.Limit {
+	if len(page) < q.Limit {
 		return nil, 0, false, nil
 	}
 	s.firstHints.set(q.ProjectID, firstHint{newest: newest, window: hint.window})
-	slices.SortFunc(list, func(a, b PersonRecord) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return -c
-		}
-		return -cmp.Compare(a.ID, b.ID)
-	})
+	if list, ok, err = s.pageRows(ctx, q.ProjectID, page); err != nil || !ok {
+		return nil, 0, false, err
+	}
 	return list, total, true, nil
+}
+
+// pageRows returns the rows of page at their versions, in its order: from
+// the row cache, the others read at their exact versions without FINAL
+// (its merge would cost as much as the read). ok is false when a row is
+// gone (merged away under a newer one since the page was read): the
+// caller takes the general path, which reads the newest rows.
+func (s *Store) pageRows(ctx context.Context, project uint64, page []pageRow) (list []PersonRecord, ok bool, err error) {
+	list = make([]PersonRecord, len(page))
+	cached := make([]bool, len(page))
+	var ids, versions []uint64
+	for i, r := range page {
+		if list[i], cached[i] = s.rows.get(project, r.id, r.version); !cached[i] {
+			ids, versions = append(ids, r.id), append(versions, r.version)
+		}
+	}
+	if len(ids) == 0 {
+		return list, true, nil
+	}
+	found, vs, err := s.queryVersioned(ctx, project, "SELECT "+personColumns+", version FROM persons PREWHERE project_id = ? AND id IN ? WHERE version IN ?",
+		project, set(ids), set(versions))
+	if err != nil {
+		return nil, false, fmt.Errorf("list persons: %w", err)
+	}
+	type idVersion struct{ id, version uint64 }
+	read := make(map[idVersion]PersonRecord, len(found))
+	for i, p := range found {
+		read[idVersion{p.ID, vs[i]}] = p // a row written twice (a retried batch) is the same row
+	}
+	for i, r := range page {
+		if cached[i] {
+			continue
+		}
+		p, found := read[idVersion{r.id, r.version}]
+		if !found {
+			return nil, false, nil
+		}
+		list[i] = p
+	}
+	return list, true, nil
 }

@@ -75,9 +75,9 @@ func slotRange(slots []slotLive, total, offset, end uint64) (lo, hi, skip uint64
 	return lo, hi, offset - before, true
 }
 
-// slotPage returns the page's rids read from the slots holding it; ok is
+// slotPage returns the page's keys read from the slots holding it; ok is
 // false when the caller must take the windows' path.
-func (s *Store) slotPage(ctx context.Context, q ListQuery, total uint64) ([]uint64, bool, error) {
+func (s *Store) slotPage(ctx context.Context, q ListQuery, total uint64) ([]pageRow, bool, error) {
 	slots, err := s.projectSlots(ctx, q.ProjectID)
 	if err != nil {
 		return nil, false, fmt.Errorf("slot counts: %w", err)
@@ -87,14 +87,14 @@ func (s *Store) slotPage(ctx context.Context, q ListQuery, total uint64) ([]uint
 	if !ok {
 		return nil, false, nil
 	}
-	rids, err := s.queryIDs(ctx, `SELECT rid FROM person_order FINAL
+	keys, err := s.queryKeys(ctx, `SELECT rid, version FROM person_order FINAL
 		WHERE project_id = ? AND rank >= ? AND rank <= ? AND is_deleted = 0 ORDER BY rank, rid LIMIT ?, ?`,
 		q.ProjectID, lo, hi, skip, q.Limit)
 	if err != nil {
 		return nil, false, err
 	}
-	if uint64(len(rids)) < min(end, total)-uint64(q.Offset) {
+	if uint64(len(keys)) < min(end, total)-uint64(q.Offset) {
 		return nil, false, nil
 	}
-	return rids, true, nil
+	return keys, true, nil
 }

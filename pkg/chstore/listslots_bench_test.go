@@ -29,18 +29,10 @@ func BenchmarkDeepPagesAB(b *testing.B) {
 	ctx := context.Background()
 	const project = 5
 	newest := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	const chunk = 100_000
-	for from := 1; from <= n; from += chunk {
-		var batch fold.Batch
-		to := min(from+chunk-1, n)
-		for id := from; id <= to; id++ {
-			batch.Persons = append(batch.Persons, fold.PersonRow{ProjectID: project, ID: uint64(id), Version: uint64(id),
-				Properties: map[string]any{"plan": "free", "n": id}, CreatedAt: newest.Add(-time.Duration(n-id) * 8 * time.Second)})
-		}
-		if err := store.WriteBatch(ctx, nil, batch, chstore.BatchMarker{Consumer: "c", FirstSeq: uint64(from), LastSeq: uint64(to)}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	writePersons(b, store, n, func(id int) fold.PersonRow {
+		return fold.PersonRow{ProjectID: project, ID: uint64(id), Version: uint64(id),
+			Properties: map[string]any{"plan": "free", "n": id}, CreatedAt: newest.Add(-time.Duration(n-id) * 8 * time.Second)}
+	})
 	type variant struct {
 		name string
 		list func(context.Context, chstore.ListQuery) ([]chstore.PersonRecord, uint64, error)
@@ -67,6 +59,23 @@ func BenchmarkDeepPagesAB(b *testing.B) {
 	}
 	b.StopTimer()
 	reportQuantiles(b, took)
+}
+
+// writePersons writes persons 1..n, row(id) each, in batches of 100k
+// (as the ingester would: person_order, person_counts and person_windows
+// too).
+func writePersons(b *testing.B, store *chstore.Store, n int, row func(id int) fold.PersonRow) {
+	const chunk = 100_000
+	for from := 1; from <= n; from += chunk {
+		var batch fold.Batch
+		to := min(from+chunk-1, n)
+		for id := from; id <= to; id++ {
+			batch.Persons = append(batch.Persons, row(id))
+		}
+		if err := store.WriteBatch(context.Background(), nil, batch, chstore.BatchMarker{Consumer: "c", FirstSeq: uint64(from), LastSeq: uint64(to)}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // envPersons is the persons a benchmark writes: the variable's value, or

@@ -35,6 +35,9 @@ type Config struct {
 	// ReadTimeout bounds each wait for data from the server (default
 	// 60s): a hung server fails statements instead of holding them.
 	ReadTimeout time.Duration
+	// RowCacheBytes bounds the persons' rows the list keeps by version
+	// (rowcache.go; default DefaultRowCacheBytes, negative: none).
+	RowCacheBytes int
 }
 
 // Default pool settings.
@@ -48,6 +51,9 @@ const (
 func (c *Config) defaults() {
 	if c.Database == "" {
 		c.Database = "default"
+	}
+	if c.RowCacheBytes == 0 {
+		c.RowCacheBytes = DefaultRowCacheBytes
 	}
 	if c.MaxOpenConns <= 0 {
 		c.MaxOpenConns = DefaultMaxOpenConns
@@ -77,6 +83,7 @@ type Store struct {
 	// firstHints place the windows of shallow unfiltered pages
 	// (listfirst.go).
 	firstHints *firstHints
+	rows       *rowCache // the list pages' rows by version (rowcache.go)
 }
 
 // Open connects and pings. It creates the database when it is missing, so
@@ -114,7 +121,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
 	s := &Store{conn: &classifyingConn{Conn: conn, gate: g}, database: cfg.Database, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex(),
-		firstHints: &firstHints{by: map[uint64]firstHint{}}}
+		firstHints: &firstHints{by: map[uint64]firstHint{}}, rows: newRowCache(cfg.RowCacheBytes)}
 	return s, nil
 }
 
