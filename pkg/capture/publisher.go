@@ -29,6 +29,7 @@ type Publisher struct {
 	published prometheus.Counter
 	rejected  *prometheus.CounterVec
 	wait      prometheus.Histogram
+	arenas    bufferPool // envelope buffers (arena.go)
 }
 
 // NewPublisher publishes on its own JetStream context over js's
@@ -93,15 +94,25 @@ func (p *Publisher) capture(ctx context.Context, b *Batch, now time.Time) (int, 
 		return 0, err
 	}
 	envs := make([]Envelope, len(b.Events))
+	need := 0
 	for i := range b.Events {
-		if envs[i], err = envelopeOf(&b.Events[i], i, proj.ID, now, b.SentAt, b.DefaultEvent); err != nil {
+		need += len(b.Events[i].JSON) + envelopeExtra
+	}
+	arena := p.arenas.get(need)
+	for i := range b.Events {
+		if envs[i], *arena, err = appendEnvelope(&b.Events[i], i, proj.ID, now, b.SentAt, b.DefaultEvent, *arena); err != nil {
+			p.arenas.put(arena) // nothing was published
 			return 0, err
 		}
 	}
 	start := time.Now()
 	if err := p.Publish(ctx, proj.ID, envs); err != nil {
+		// Not back to the pool: an unacknowledged publish may still be
+		// retried by the client library from these bytes.
 		return 0, &Error{Kind: Unavailable, Index: -1, Reason: "the event stream did not acknowledge the events; retry", Err: err}
 	}
+	// Every event is acknowledged: the library holds none of them now.
+	p.arenas.put(arena)
 	p.wait.Observe(time.Since(start).Seconds())
 	p.published.Add(float64(len(envs)))
 	return len(envs), nil
