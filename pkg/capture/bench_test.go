@@ -23,15 +23,22 @@ func BenchmarkDecodeAndValidate(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	now := time.Now()
+	var arena []byte
+	var bufs decodeBuffers
 	for b.Loop() {
-		batch, err := Decode(Request{Body: strings.NewReader(body), Length: int64(len(body))}, 0)
+		batch, err := decode(Request{Body: strings.NewReader(body), Length: int64(len(body))}, 0, &bufs)
 		if err != nil {
 			b.Fatal(err)
 		}
+		// One arena reused, and the body's buffer, as the publisher's
+		// pools do.
+		arena = arena[:0]
 		for i := range batch.Events {
-			if _, err := envelopeOf(&batch.Events[i], i, 7, now, batch.SentAt, ""); err != nil {
+			var err error
+			if _, arena, err = appendEnvelope(&batch.Events[i], i, 7, now, batch.SentAt, "", arena); err != nil {
 				b.Fatal(err)
 			}
 		}
+		batch.release()
 	}
 }

@@ -2,7 +2,6 @@ package capture
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -37,6 +36,10 @@ type Batch struct {
 	SentAt       time.Time // zero when the request does not say
 	DefaultEvent string
 	Events       []Raw
+
+	bufs     *decodeBuffers // where borrowed buffers go back; nil: nowhere
+	borrowed []*[]byte
+	raws     []Raw // Events' backing array, to give back
 }
 
 // Raw is one event as the client sent it. Values keep their exact JSON
@@ -84,12 +87,27 @@ func (r *Raw) Property(name string) json.RawMessage {
 // docs/capture.md) and returns its events. It does not validate them
 // beyond their being JSON objects: see Publisher.Capture.
 func Decode(req Request, maxBytes int64) (*Batch, error) {
+	return decode(req, maxBytes, nil)
+}
+
+// decode is Decode reading the body into buffers borrowed from bufs (nil:
+// allocated), which the batch gives back (Batch.release).
+func decode(req Request, maxBytes int64, bufs *decodeBuffers) (*Batch, error) {
+	b := &Batch{DefaultEvent: req.DefaultEvent, bufs: bufs}
+	if err := b.decode(req, maxBytes); err != nil {
+		b.release()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Batch) decode(req Request, maxBytes int64) error {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxRequestBytes
 	}
-	body, err := readLimited(req.Body, req.Length, maxBytes)
+	body, err := b.readLimited(req.Body, req.Length, maxBytes)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	compression := strings.ToLower(req.Query.Get("compression"))
 
@@ -98,11 +116,11 @@ func Decode(req Request, maxBytes int64) (*Batch, error) {
 	// compression=gzip-js in the query).
 	switch {
 	case isGzip(body):
-		if body, err = gunzip(body, maxBytes); err != nil {
-			return nil, err
+		if body, err = b.gunzip(body, maxBytes); err != nil {
+			return err
 		}
 	case strings.EqualFold(strings.TrimSpace(req.ContentEncoding), "gzip"):
-		return nil, requestError(Malformed, "Content-Encoding is gzip but the body is not gzip data")
+		return requestError(Malformed, "Content-Encoding is gzip but the body is not gzip data")
 	}
 
 	// A form body (data=...&compression=...), or GET ?data=...
@@ -110,31 +128,30 @@ func Decode(req Request, maxBytes int64) (*Batch, error) {
 	mediaType, _, _ := mime.ParseMediaType(req.ContentType)
 	if mediaType == "application/x-www-form-urlencoded" || bytes.HasPrefix(body, []byte("data=")) {
 		if form, err = url.ParseQuery(string(body)); err != nil {
-			return nil, requestError(Malformed, "form body does not parse: %v", err)
+			return requestError(Malformed, "form body does not parse: %v", err)
 		}
 		if !form.Has("data") {
-			return nil, requestError(Malformed, "form body has no data field")
+			return requestError(Malformed, "form body has no data field")
 		}
 		if c := form.Get("compression"); c != "" {
 			compression = strings.ToLower(c)
 		}
-		if body, err = decodeData(form.Get("data"), compression, maxBytes); err != nil {
-			return nil, err
+		if body, err = b.decodeData(form.Get("data"), compression, maxBytes); err != nil {
+			return err
 		}
 	} else if len(bytes.TrimSpace(body)) == 0 && req.Query.Has("data") {
-		if body, err = decodeData(req.Query.Get("data"), compression, maxBytes); err != nil {
-			return nil, err
+		if body, err = b.decodeData(req.Query.Get("data"), compression, maxBytes); err != nil {
+			return err
 		}
 	} else if compression == "lz64" || compression == "base64" {
-		if body, err = decodeData(string(body), compression, maxBytes); err != nil {
-			return nil, err
+		if body, err = b.decodeData(string(body), compression, maxBytes); err != nil {
+			return err
 		}
 	}
 
-	b := &Batch{DefaultEvent: req.DefaultEvent}
-	top, events, slow, err := split(body)
+	top, events, slow, err := split(body, b.borrowRaws())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	b.Token = firstString(top.apiKey, top.token)
 	for _, k := range []string{"token", "api_key"} {
@@ -148,15 +165,18 @@ func Decode(req Request, maxBytes int64) (*Batch, error) {
 	b.SentAt = sentAt(top.sentAt, req.Query.Get("_"))
 
 	if len(events) == 0 {
-		return nil, requestError(Malformed, "the request has no events")
+		return requestError(Malformed, "the request has no events")
 	}
 	b.Events = events
+	if b.bufs != nil {
+		b.raws = events // given back on release, grown or not
+	}
 	eventToken := ""
 	for i := range events {
 		ev := &b.Events[i]
 		if slow[i] {
 			if *ev, err = decodeRaw(ev.JSON, i); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		if b.Token != "" {
@@ -172,33 +192,36 @@ func Decode(req Request, maxBytes int64) (*Batch, error) {
 		case eventToken == "":
 			eventToken = t
 		case t != eventToken:
-			return nil, eventError(Malformed, i, "carries a different project token than the events before it")
+			return eventError(Malformed, i, "carries a different project token than the events before it")
 		}
 	}
 	if b.Token == "" {
 		b.Token = eventToken
 	}
 	if b.Token == "" {
-		return nil, requestError(Unauthorized, "no project token: send the project's api_key (or token) in the body, the query or each event's properties")
+		return requestError(Unauthorized, "no project token: send the project's api_key (or token) in the body, the query or each event's properties")
 	}
-	return b, nil
+	return nil
 }
 
 // readLimited reads at most limit bytes and fails with TooLarge past it.
 // length, when known, sizes the buffer once (io.ReadAll grows it by
 // doubling from 512 bytes: a quarter of a /batch/ request's allocation).
-func readLimited(r io.Reader, length, limit int64) ([]byte, error) {
+func (b *Batch) readLimited(r io.Reader, length, limit int64) ([]byte, error) {
 	if r == nil {
 		return nil, nil
 	}
-	var buf bytes.Buffer
+	size := bytes.MinRead
 	if length > 0 && length <= limit {
-		buf.Grow(int(length) + bytes.MinRead)
+		size += int(length)
 	}
-	if _, err := buf.ReadFrom(io.LimitReader(r, limit+1)); err != nil {
+	buf := bytes.NewBuffer(*b.borrow(size))
+	_, err := buf.ReadFrom(io.LimitReader(r, limit+1))
+	data := buf.Bytes()
+	b.keep(data) // grown or not: the buffer to give back
+	if err != nil {
 		return nil, requestError(Malformed, "reading the body: %v", err)
 	}
-	data := buf.Bytes()
 	if int64(len(data)) > limit {
 		return nil, requestError(TooLarge, "the request body is over %d bytes", limit)
 	}
@@ -208,13 +231,19 @@ func readLimited(r io.Reader, length, limit int64) ([]byte, error) {
 func isGzip(b []byte) bool { return len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b }
 
 // gunzip decompresses at most limit bytes: a small body must not expand
-// into gigabytes (a gzip bomb).
-func gunzip(b []byte, limit int64) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(b))
+// into gigabytes (a gzip bomb). The reader (its window is ~40 KB) and the
+// output buffer are borrowed from the batch's buffers.
+func (b *Batch) gunzip(in []byte, limit int64) ([]byte, error) {
+	zr, err := b.gzipReader(bytes.NewReader(in))
 	if err != nil {
 		return nil, requestError(Malformed, "gzip body does not decompress: %v", err)
 	}
-	out, err := io.ReadAll(io.LimitReader(zr, limit+1))
+	defer b.putGzipReader(zr)
+	// Compressed JSON is usually 5-10 times smaller.
+	buf := bytes.NewBuffer(*b.borrow(int(min(int64(len(in))*8, limit)) + bytes.MinRead))
+	_, err = buf.ReadFrom(io.LimitReader(zr, limit+1))
+	out := buf.Bytes()
+	b.keep(out)
 	if err != nil {
 		return nil, requestError(Malformed, "gzip body does not decompress: %v", err)
 	}
@@ -226,7 +255,7 @@ func gunzip(b []byte, limit int64) ([]byte, error) {
 
 // decodeData decodes the data field of a form or query: lz-string base64
 // (compression=lz64), plain JSON, or base64 of (possibly gzipped) JSON.
-func decodeData(data, compression string, limit int64) ([]byte, error) {
+func (b *Batch) decodeData(data, compression string, limit int64) ([]byte, error) {
 	// A '+' sent unescaped in a form arrives as a space.
 	data = strings.ReplaceAll(strings.TrimSpace(data), " ", "+")
 	if compression == "lz64" {
@@ -258,7 +287,7 @@ func decodeData(data, compression string, limit int64) ([]byte, error) {
 		return nil, requestError(Malformed, "data is not base64: %v", err)
 	}
 	if isGzip(out) {
-		return gunzip(out, limit)
+		return b.gunzip(out, limit)
 	}
 	return out, nil
 }
@@ -266,9 +295,9 @@ func decodeData(data, compression string, limit int64) ([]byte, error) {
 // split reads the body's JSON (see splitJSON) into its request fields and
 // its events; slow[i] says events[i] holds only its JSON, for decodeRaw.
 // The scanner reads what it can (scanBody), the reference the rest.
-func split(body []byte) (top topFields, events []Raw, slow []bool, err error) {
+func split(body []byte, room []Raw) (top topFields, events []Raw, slow []bool, err error) {
 	trimmed := bytes.TrimSpace(body)
-	if top, events, slow, ok := scanBody(trimmed); ok {
+	if top, events, slow, ok := scanBodyInto(trimmed, room); ok {
 		return top, events, slow, nil
 	}
 	top, raws, err := splitJSON(trimmed)

@@ -5,7 +5,9 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -146,9 +148,36 @@ func FuzzDecode(f *testing.F) {
 	f.Add("compression=gzip-js&_=1767225620000", gz(f, `[{"event":"e","properties":{"token":"t","distinct_id":1}}]`), "text/plain")
 	f.Add("compression=lz64", lzVectors[4].lz64, "")
 	f.Add("", "data="+base64.StdEncoding.EncodeToString([]byte(`{"event":"e","token":"t"}`)), "application/x-www-form-urlencoded")
+	// Buffers recycled from one input to the next, as the publisher's are
+	// from one request to the next.
+	var bufs decodeBuffers
+	now := time.Now()
 	f.Fuzz(func(t *testing.T, query, body, contentType string) {
 		q, _ := url.ParseQuery(query)
 		b, err := Decode(Request{Query: q, Body: strings.NewReader(body), ContentType: contentType}, 1<<16)
+		// Decoding into recycled buffers answers exactly the same.
+		pooled, perr := decode(Request{Query: q, Body: strings.NewReader(body), ContentType: contentType}, 1<<16, &bufs)
+		if fmt.Sprint(err) != fmt.Sprint(perr) {
+			t.Fatalf("error %v; into recycled buffers %v", err, perr)
+		}
+		if err == nil {
+			defer pooled.release()
+			if b.Token != pooled.Token || !b.SentAt.Equal(pooled.SentAt) || len(b.Events) != len(pooled.Events) {
+				t.Fatalf("decoded %q %v %d events; into recycled buffers %q %v %d", b.Token, b.SentAt, len(b.Events), pooled.Token, pooled.SentAt, len(pooled.Events))
+			}
+			var arena []byte
+			for i := range b.Events {
+				if !reflect.DeepEqual(b.Events[i].JSON, pooled.Events[i].JSON) || !reflect.DeepEqual(b.Events[i].Fields, pooled.Events[i].Fields) {
+					t.Fatalf("event %d: %+v; into recycled buffers %+v", i, b.Events[i], pooled.Events[i])
+				}
+				env, eerr := envelopeOf(&b.Events[i], i, 1, now, b.SentAt, "")
+				var penv Envelope
+				penv, arena, perr = appendEnvelope(&pooled.Events[i], i, 1, now, pooled.SentAt, "", arena)
+				if fmt.Sprint(eerr) != fmt.Sprint(perr) || (env.UUID == penv.UUID && string(env.Data) != string(penv.Data)) {
+					t.Fatalf("envelope %d: %s %v; from recycled buffers %s %v", i, env.Data, eerr, penv.Data, perr)
+				}
+			}
+		}
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) {

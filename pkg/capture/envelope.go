@@ -1,7 +1,6 @@
 package capture
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -13,7 +12,7 @@ import (
 )
 
 // uuidNamespace names the uuids given to events that arrive without one
-// but with their own timestamp (see envelopeOf).
+// but with their own timestamp (see appendEnvelope).
 var uuidNamespace = uuid.MustParse("6f3c1d52-8a0e-4b7f-9c61-2d5e8f4a7b30")
 
 // Envelope is one event ready to publish: the contract's JSON
@@ -23,7 +22,7 @@ type Envelope struct {
 	Data []byte
 }
 
-// envelopeOf builds the envelope of the i-th event of a request and
+// appendEnvelope builds the envelope of the i-th event of a request and
 // validates it with the ingester's own parser and reserved names, so that
 // an event accepted here is never dead-lettered.
 //
@@ -37,28 +36,31 @@ type Envelope struct {
 //     two identical events are different events, and get random uuids.
 //   - timestamp: see eventTime.
 //   - properties, $set, $set_once, $unset: passed through as sent.
-func envelopeOf(ev *Raw, i int, projectID uint64, now, sentAt time.Time, defaultEvent string) (Envelope, error) {
+//
+// The envelope is appended to arena, which is returned grown (unchanged
+// on an error); its Data is a full slice of it.
+func appendEnvelope(ev *Raw, i int, projectID uint64, now, sentAt time.Time, defaultEvent string, arena []byte) (Envelope, []byte, error) {
 	f := ev.Fields
 	name := f.Event
 	if isNull(name) {
 		if defaultEvent == "" {
-			return Envelope{}, eventError(Malformed, i, "event name is required")
+			return Envelope{}, arena, eventError(Malformed, i, "event name is required")
 		}
 		name, _ = json.Marshal(defaultEvent)
 	}
 	if name[0] != '"' {
-		return Envelope{}, eventError(Malformed, i, "event name must be a string")
+		return Envelope{}, arena, eventError(Malformed, i, "event name must be a string")
 	}
 	distinctID := firstPresent(f.DistinctID, f.DollarID)
 	if distinctID == nil {
 		distinctID = firstPresent(ev.Property("distinct_id"), ev.Property("$distinct_id"))
 	}
 	if distinctID == nil {
-		return Envelope{}, eventError(Malformed, i, "distinct_id is required (or properties.distinct_id)")
+		return Envelope{}, arena, eventError(Malformed, i, "distinct_id is required (or properties.distinct_id)")
 	}
 	ts, hasTimestamp, err := eventTime(ev, now, sentAt)
 	if err != nil {
-		return Envelope{}, eventError(Malformed, i, "%v", err)
+		return Envelope{}, arena, eventError(Malformed, i, "%v", err)
 	}
 	var id string
 	switch raw := f.UUID; {
@@ -68,57 +70,61 @@ func envelopeOf(ev *Raw, i int, projectID uint64, now, sentAt time.Time, default
 		} else {
 			u, err := uuid.NewV7()
 			if err != nil {
-				return Envelope{}, err
+				return Envelope{}, arena, err
 			}
 			id = u.String()
 		}
 	default:
 		if err := unquote(raw, &id); err != nil {
-			return Envelope{}, eventError(Malformed, i, "uuid must be a string")
+			return Envelope{}, arena, eventError(Malformed, i, "uuid must be a string")
 		}
 		if _, err := uuid.Parse(id); err != nil {
-			return Envelope{}, eventError(Malformed, i, "uuid %q does not parse", id)
+			return Envelope{}, arena, eventError(Malformed, i, "uuid %q does not parse", id)
 		}
 	}
 
-	var b bytes.Buffer
-	b.Grow(len(ev.JSON) + 128)
-	b.WriteString(`{"uuid":`)
-	writeString(&b, id)
-	b.WriteString(`,"event":`)
-	b.Write(name)
-	b.WriteString(`,"distinct_id":`)
-	b.Write(distinctID)
-	b.WriteString(`,"timestamp":`)
-	writeString(&b, ts.UTC().Format(time.RFC3339Nano))
+	// The envelope is appended to the request's arena (see arena.go): one
+	// buffer for all of a request's envelopes instead of one each.
+	start := len(arena)
+	b := append(arena, `{"uuid":`...)
+	b = appendString(b, id)
+	b = append(b, `,"event":`...)
+	b = append(b, name...)
+	b = append(b, `,"distinct_id":`...)
+	b = append(b, distinctID...)
+	// RFC 3339 never holds a character JSON escapes.
+	b = append(b, `,"timestamp":"`...)
+	b = ts.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
 	for _, kv := range [...]struct {
 		key string
 		v   json.RawMessage
 	}{{`,"properties":`, f.Properties}, {`,"$set":`, f.Set}, {`,"$set_once":`, f.SetOnce}, {`,"$unset":`, f.Unset}} {
 		if !isNull(kv.v) {
-			b.WriteString(kv.key)
-			b.Write(kv.v)
+			b = append(b, kv.key...)
+			b = append(b, kv.v...)
 		}
 	}
-	b.WriteString(`}`)
-	if b.Len() > MaxEventBytes {
-		return Envelope{}, eventError(TooLarge, i, "is %d bytes, the limit is %d", b.Len(), MaxEventBytes)
+	b = append(b, '}')
+	data := b[start:len(b):len(b)]
+	if len(data) > MaxEventBytes {
+		return Envelope{}, arena, eventError(TooLarge, i, "is %d bytes, the limit is %d", len(data), MaxEventBytes)
 	}
 	// The envelope is ours and never written again: Parse need not copy it.
-	parsed, err := event.ParseOwned(b.Bytes())
+	parsed, err := event.ParseOwned(data)
 	if err != nil {
 		var evErr *event.Error
 		if errors.As(err, &evErr) {
-			return Envelope{}, eventError(Malformed, i, "%s", evErr.Reason)
+			return Envelope{}, arena, eventError(Malformed, i, "%s", evErr.Reason)
 		}
-		return Envelope{}, eventError(Malformed, i, "%v", err)
+		return Envelope{}, arena, eventError(Malformed, i, "%v", err)
 	}
 	// Person writes (deleting, splitting, writing in a key's name) are the
 	// API's commands; the public token grants none of them.
 	if reason := parsed.Reserved(); reason != "" {
-		return Envelope{}, eventError(Malformed, i, "event %q: %s (personal API key routes only)", parsed.Event, reason)
+		return Envelope{}, arena, eventError(Malformed, i, "event %q: %s (personal API key routes only)", parsed.Event, reason)
 	}
-	return Envelope{UUID: id, Data: b.Bytes()}, nil
+	return Envelope{UUID: id, Data: data}, b, nil
 }
 
 // eventTime applies PostHog's clock-skew rules, with now the time the
@@ -173,19 +179,18 @@ func firstPresent(values ...json.RawMessage) json.RawMessage {
 	return nil
 }
 
-// writeString writes s as json.Marshal would: as it is, quoted, when it
-// holds nothing Marshal escapes (uuids and timestamps never do).
-func writeString(b *bytes.Buffer, s string) {
+// appendString appends s as json.Marshal would: as it is, quoted, when it
+// holds nothing Marshal escapes (uuids never do).
+func appendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			out, _ := json.Marshal(s)
-			b.Write(out)
-			return
+			return append(b, out...)
 		}
 	}
-	b.WriteByte('"')
-	b.WriteString(s)
-	b.WriteByte('"')
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // unquote is json.Unmarshal(raw, s) without its validating pass for a

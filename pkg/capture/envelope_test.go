@@ -19,6 +19,60 @@ func raw(t *testing.T, s string) *Raw {
 	return &ev
 }
 
+// envelopeOf is appendEnvelope into a fresh buffer.
+func envelopeOf(ev *Raw, i int, projectID uint64, now, sentAt time.Time, defaultEvent string) (Envelope, error) {
+	env, _, err := appendEnvelope(ev, i, projectID, now, sentAt, defaultEvent, nil)
+	return env, err
+}
+
+// TestEnvelopeArena: envelopes appended one after another into a shared
+// buffer (small, so it must grow, and one already holding bytes) are each
+// the envelope built alone, none is changed by the ones after it, a
+// refused event leaves the buffer as it was, and none can be appended to
+// over its neighbour.
+func TestEnvelopeArena(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	events := []string{
+		`{"event":"a","distinct_id":"x","timestamp":"2026-05-01T11:00:00.5Z","properties":{"p":1}}`,
+		`{"uuid":"0190f1d4-7b6c-7c3a-9a51-1d2d8b7e6f00","event":"b","distinct_id":7,"$set":{"q":"\u00e9"},"$set_once":{"r":[1,2]},"$unset":["s"]}`,
+		`{"event":"c","$distinct_id":"y","timestamp":"2026-05-01T11:00:00Z","properties":{"long":"` + strings.Repeat("z", 500) + `"}}`,
+	}
+	for _, start := range [][]byte{nil, make([]byte, 3, 8)} {
+		arena := start
+		var got []Envelope
+		var copies [][]byte
+		for i, in := range events {
+			env, next, err := appendEnvelope(raw(t, in), i, 1, now, time.Time{}, "", arena)
+			if err != nil {
+				t.Fatal(err)
+			}
+			alone, err := envelopeOf(raw(t, in), i, 1, now, time.Time{}, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(env.Data) != string(alone.Data) || (env.UUID != alone.UUID && i != 0) {
+				t.Errorf("event %d: %s in the arena, %s alone", i, env.Data, alone.Data)
+			}
+			if cap(env.Data) != len(env.Data) {
+				t.Errorf("event %d: room to append over the next envelope (cap %d, len %d)", i, cap(env.Data), len(env.Data))
+			}
+			if len(next) != len(arena)+len(env.Data) {
+				t.Errorf("event %d: the arena grew by %d for a %d-byte envelope", i, len(next)-len(arena), len(env.Data))
+			}
+			got, copies, arena = append(got, env), append(copies, append([]byte(nil), env.Data...)), next
+			// A refused event leaves the arena as it was.
+			if _, after, err := appendEnvelope(raw(t, `{"event":"$delete_person","distinct_id":"x"}`), i, 1, now, time.Time{}, "", arena); err == nil || len(after) != len(arena) {
+				t.Errorf("refused event: err %v, arena %d -> %d bytes", err, len(arena), len(after))
+			}
+		}
+		for i, env := range got {
+			if string(env.Data) != string(copies[i]) {
+				t.Errorf("event %d changed by later appends: %s, was %s", i, env.Data, copies[i])
+			}
+		}
+	}
+}
+
 func TestEventTime(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	sentAt := now.Add(-time.Hour) // the client's clock is an hour slow

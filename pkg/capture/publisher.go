@@ -29,6 +29,8 @@ type Publisher struct {
 	published prometheus.Counter
 	rejected  *prometheus.CounterVec
 	wait      prometheus.Histogram
+	arenas    bufferPool    // envelope buffers (arena.go)
+	buffers   decodeBuffers // request bodies (Decode)
 }
 
 // NewPublisher publishes on its own JetStream context over js's
@@ -53,6 +55,13 @@ func NewPublisher(cfg Config, js jetstream.JetStream, projects Projects, logger 
 	return p, nil
 }
 
+// Decode is the package's Decode with the publisher's body limit, reading
+// into buffers the batch gives back to the publisher once Capture has
+// built its envelopes.
+func (p *Publisher) Decode(req Request) (*Batch, error) {
+	return decode(req, p.cfg.MaxRequestBytes, &p.buffers)
+}
+
 // MaxRequestBytes is the body limit to decode requests with.
 func (p *Publisher) MaxRequestBytes() int64 { return p.cfg.MaxRequestBytes }
 
@@ -73,7 +82,7 @@ func (p *Publisher) Project(token string) (controlplane.Project, error) {
 // whole or refused whole (a refused request publishes nothing, except
 // after an Unavailable error, where a prefix may have been stored; a
 // retry with the same uuids is deduplicated by the stream). now is when
-// the request arrived.
+// the request arrived. b has no events after it.
 func (p *Publisher) Capture(ctx context.Context, b *Batch, now time.Time) (int, error) {
 	n, err := p.capture(ctx, b, now)
 	if err != nil {
@@ -88,20 +97,32 @@ func (p *Publisher) Capture(ctx context.Context, b *Batch, now time.Time) (int, 
 }
 
 func (p *Publisher) capture(ctx context.Context, b *Batch, now time.Time) (int, error) {
+	defer b.release()
 	proj, err := p.Project(b.Token)
 	if err != nil {
 		return 0, err
 	}
 	envs := make([]Envelope, len(b.Events))
+	need := 0
 	for i := range b.Events {
-		if envs[i], err = envelopeOf(&b.Events[i], i, proj.ID, now, b.SentAt, b.DefaultEvent); err != nil {
+		need += len(b.Events[i].JSON) + envelopeExtra
+	}
+	arena := p.arenas.get(need)
+	for i := range b.Events {
+		if envs[i], *arena, err = appendEnvelope(&b.Events[i], i, proj.ID, now, b.SentAt, b.DefaultEvent, *arena); err != nil {
+			p.arenas.put(arena) // nothing was published
 			return 0, err
 		}
 	}
+	b.release() // the envelopes copied what they need of the body
 	start := time.Now()
 	if err := p.Publish(ctx, proj.ID, envs); err != nil {
+		// Not back to the pool: an unacknowledged publish may still be
+		// retried by the client library from these bytes.
 		return 0, &Error{Kind: Unavailable, Index: -1, Reason: "the event stream did not acknowledge the events; retry", Err: err}
 	}
+	// Every event is acknowledged: the library holds none of them now.
+	p.arenas.put(arena)
 	p.wait.Observe(time.Since(start).Seconds())
 	p.published.Add(float64(len(envs)))
 	return len(envs), nil

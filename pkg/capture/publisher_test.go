@@ -1,12 +1,15 @@
 package capture
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -150,5 +153,82 @@ func TestCaptureUnavailable(t *testing.T) {
 	_, err = p.Capture(ctx, decodeString(t, one), time.Now())
 	if !errors.As(err, &e) || e.Kind != Unavailable || time.Since(start) > 5*time.Second {
 		t.Fatalf("server down: %v after %v", err, time.Since(start))
+	}
+}
+
+// TestCaptureRecyclesBuffers: requests decoded and captured concurrently
+// through the publisher's pooled buffers (bodies plain and gzip, of
+// varying sizes, refused requests among them, which give their buffers
+// back early) store exactly their own events, each intact: no request
+// reads or publishes bytes another has written into a recycled buffer.
+func TestCaptureRecyclesBuffers(t *testing.T) {
+	p, n := newPublisher(t, Config{Window: 16})
+	ctx := context.Background()
+	const workers, requests = 6, 15
+	want := map[string]string{} // event name -> its payload
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for r := 0; r < requests; r++ {
+				var b strings.Builder
+				b.WriteString(`{"api_key":"phc_7","batch":[`)
+				size := 1 + (w*7+r*13)%40
+				for i := 0; i < size; i++ {
+					if i > 0 {
+						b.WriteString(",")
+					}
+					name := fmt.Sprintf("w%d-r%d-i%d", w, r, i)
+					payload := strings.Repeat(string(rune('a'+(w+r+i)%26)), 1+(w*31+r*17+i*5)%300)
+					fmt.Fprintf(&b, `{"event":%q,"distinct_id":"u%d","$set":{"payload":%q}}`, name, w, payload)
+					if r%5 != 4 {
+						mu.Lock()
+						want[name] = payload
+						mu.Unlock()
+					}
+				}
+				if r%5 == 4 { // refused whole: an event without a distinct id
+					b.WriteString(`,{"event":"refused"}`)
+				}
+				b.WriteString("]}")
+				body := []byte(b.String())
+				if r%2 == 1 {
+					var z bytes.Buffer
+					zw := gzip.NewWriter(&z)
+					_, _ = zw.Write(body)
+					_ = zw.Close()
+					body = z.Bytes()
+				}
+				batch, err := p.Decode(Request{Body: bytes.NewReader(body), Length: int64(len(body))})
+				if err != nil {
+					errs <- err
+					return
+				}
+				_, err = p.Capture(ctx, batch, time.Now())
+				if (err != nil) != (r%5 == 4) {
+					errs <- fmt.Errorf("worker %d request %d: %v", w, r, err)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	evs := streamEvents(t, n.JS)
+	if len(evs) != len(want) {
+		t.Errorf("%d events stored, %d captured", len(evs), len(want))
+	}
+	for _, ev := range evs {
+		payload, ok := want[ev.Event]
+		if got := fmt.Sprint(ev.Set["payload"]); !ok || got != payload {
+			t.Fatalf("event %q stored with payload %q, captured with %q", ev.Event, got, payload)
+		}
+		delete(want, ev.Event)
 	}
 }

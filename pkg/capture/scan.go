@@ -29,12 +29,21 @@ type topFields struct {
 // when the reference (splitJSON, then decodeRaw per event) must decide;
 // slow[i] when events[i] holds only its span, for decodeRaw.
 func scanBody(body []byte) (top topFields, events []Raw, slow []bool, ok bool) {
+	return scanBodyInto(body, nil)
+}
+
+// scanBodyInto is scanBody appending the events to room[:0] when it is
+// large enough for a body of ~250-byte events (a slice of Raws grown by
+// doubling was a fifth of the bytes a request allocated).
+func scanBodyInto(body []byte, room []Raw) (top topFields, events []Raw, slow []bool, ok bool) {
 	if len(body) == 0 {
 		return top, nil, nil, false
 	}
-	// Room for the events of a body of ~250-byte events: growing a slice
-	// of Raws by doubling was a fifth of the bytes a request allocated.
-	events = make([]Raw, 0, min(len(body)/256+1, 1024))
+	if n := min(len(body)/256+1, 1024); cap(room) >= n {
+		events = room[:0]
+	} else {
+		events = make([]Raw, 0, n)
+	}
 	slow = make([]bool, 0, cap(events))
 	collect := func(b []byte, i, depth int) (int, bool) {
 		return event.WalkArray(b, i, depth, func(v int) (int, bool) {

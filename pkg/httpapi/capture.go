@@ -18,6 +18,8 @@ import (
 // Capture is what the capture routes need of the pipeline
 // (capture.Publisher).
 type Capture interface {
+	// Decode reads a request into a batch whose buffers Capture recycles.
+	Decode(req capture.Request) (*capture.Batch, error)
 	Capture(ctx context.Context, b *capture.Batch, now time.Time) (int, error)
 	Project(token string) (controlplane.Project, error)
 	MaxRequestBytes() int64
@@ -47,7 +49,7 @@ func (a *API) captureEngage(w http.ResponseWriter, r *http.Request) error {
 
 func (a *API) captureWith(w http.ResponseWriter, r *http.Request, defaultEvent string) error {
 	now := time.Now()
-	b, err := capture.Decode(captureRequest(r, defaultEvent), a.capture.MaxRequestBytes())
+	b, err := a.capture.Decode(captureRequest(r, defaultEvent))
 	if err != nil {
 		return a.captureError(bodyError(r, err))
 	}
