@@ -57,3 +57,10 @@ func (s *Store) ListByWindows(ctx context.Context, q ListQuery) ([]PersonRecord,
 func (s *Store) ListByPropertiesByKey(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
 	return s.listByPropertiesWith(ctx, q, false)
 }
+
+// KeyReadCtx and LoaderCtx are the contexts of the API's key reads and of
+// the fold's lookups, for the test of their priorities.
+var (
+	KeyReadCtx = keyReadCtx
+	LoaderCtx  = loaderCtx
+)
