@@ -52,7 +52,13 @@ func childMain(args []string) error {
 	fs.DurationVar(&cfg.BatchWait, "batch-wait", cfg.BatchWait, "ingest BatchWait")
 	fs.IntVar(&cfg.MaxCachedPersons, "max-cached-persons", cfg.MaxCachedPersons, "ingest MaxCachedPersons")
 	fs.BoolVar(&cfg.WriteLane, "write-lane", cfg.WriteLane, "ingest WriteLane")
+	// As cmd/ingester: its default niceness, or INGESTER_NICE (for A/B runs).
+	var env appconfig.EnvReader
+	nice := fs.Int("nice", env.Int("INGESTER_NICE", appconfig.IngesterNice), "CPU niceness (env INGESTER_NICE)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := errors.Join(env.Err(), appconfig.SetNice(*nice)); err != nil {
 		return err
 	}
 	logOut := io.Discard

@@ -73,6 +73,7 @@ type options struct {
 	only       string // "": every phase; "g1": raw consume and ingest only; "g10": ingest and fill, then G10 alone; "g5": then the reads and G5f; "g7": then the purge; "g9": G9 alone
 	purgeRuns  int    // G7's measurement repeated on fresh copies (the first is the goal's row)
 	g5fSizes   string // comma-separated persons, overriding the plan's G5f sizes
+	niceProbe  int    // rounds of G4's interleaved ingester-niceness probe; 0: none
 	writeLane  bool   // the ingester's -write-lane
 }
 
@@ -98,6 +99,7 @@ func main() {
 	fs.StringVar(&o.only, "only", "", "run one phase: g1 (raw consume and the ingest alone, no fill), g10, g5 (the reads, G4 and G5, and G5f), g7 (the purge), or g9 (ingest without a transformation, with a trivial one and with one dropping half, nothing else); for g10, g5 and g7 the persons are still ingested and filled first")
 	fs.IntVar(&o.purgeRuns, "purge-runs", 1, "G7: purge fresh copies of the tables this many times, raw and deleter back to back each time (the first pair is G7's row; all are logged and kept in the JSON)")
 	fs.StringVar(&o.g5fSizes, "g5f-sizes", "", "G5f's project sizes in persons, comma-separated (default 100000,1000000,5000000; quick 100000; \"none\" skips G5f)")
+	fs.IntVar(&o.niceProbe, "g4-nice-probe", 0, "after G4 while ingesting, this many rounds of GET person c=1 with the ingester child at niceness 0 and at its own (INGESTER_NICE, or 10) in turn, and its ingest rate in each (needs root to set 0 back; docs/performance.md, \"h/g4l\"); 0: none")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return

@@ -140,6 +140,9 @@ func (s *session) reads(ctx context.Context) error {
 	// is kept to show what ingest does to it.
 	record(measureSet(ctx, "ingesting", 1, p.list1, namedOp{nameList + layerAPI, ops.apiList}))
 	stopProf()
+	if s.o.niceProbe > 0 {
+		s.niceProbe(ctx, &ops, s.o.niceProbe)
+	}
 	pt, vis, pending, perr := s.api.patchVisible(ctx, patchIDs[len(patchIDs)/2:], p.patchLoad, "load")
 	pt.Load, vis.Load = "ingesting", "ingesting"
 	s.res.Project.PatchLoad = [2]Latency{pt, vis}

@@ -44,6 +44,7 @@ type runOptions struct {
 	partitions     []int
 	metricsAddr    string
 	memoryLimitMiB int
+	nice           int
 }
 
 // parseRun reads flags, with environment variables as their defaults, and
@@ -63,6 +64,7 @@ func parseRun(args []string) (*runOptions, error) {
 	fs.DurationVar(&o.cfg.ShutdownGrace, "shutdown-grace", env.Duration("INGESTER_SHUTDOWN_GRACE", o.cfg.ShutdownGrace), "on SIGINT/SIGTERM, how long the batch in hand may still take to commit; after it the batch is left unacknowledged for the next start (env INGESTER_SHUTDOWN_GRACE)")
 	fs.IntVar(&o.memoryLimitMiB, "memory-limit-mib", env.Int("INGESTER_MEMORY_LIMIT_MIB", appconfig.IngesterMemoryLimitMiB), "Go soft memory limit in MiB unless GOMEMLIMIT is set; 0 for none (env INGESTER_MEMORY_LIMIT_MIB)")
 	fs.BoolVar(&o.cfg.WriteLane, "write-lane", env.Bool("INGESTER_WRITE_LANE", o.cfg.WriteLane), "fold the API's person writes ahead of the capture backlog, recording where in the log (docs/events.md, \"The write lane\"); on by default; -write-lane=false folds them in log order, and records already in the log are followed either way (env INGESTER_WRITE_LANE)")
+	fs.IntVar(&o.nice, "nice", env.Int("INGESTER_NICE", appconfig.IngesterNice), "CPU niceness of the process, 0..19: above 0 the ingester yields the cores to ClickHouse and the API when they share a host, so a user's read is not slowed by a backlog (docs/operations.md, \"CPU priority\"); 0 leaves it as started (env INGESTER_NICE)")
 	bindStreams(fs, &o.cfg.Streams, env)
 	legacy := fs.Int("legacy-commands-until", env.Int("INGESTER_LEGACY_COMMANDS_UNTIL", 0), "honour commands found on events.<project> up to this stream sequence, for rebuilding from a log written before commands had their own subject; 0: none (env INGESTER_LEGACY_COMMANDS_UNTIL)")
 	fs.DurationVar(&o.cfg.LeaseTTL, "lease-ttl", env.Duration("INGESTER_LEASE_TTL", o.cfg.LeaseTTL), "how long a consumer's lease outlives a crashed ingester, when the lease bucket is created (env INGESTER_LEASE_TTL)")
@@ -79,7 +81,8 @@ func parseRun(args []string) (*runOptions, error) {
 		o.partitions, err = parsePartitions(*run, max(o.cfg.Streams.Partitions, 1))
 		return err
 	}
-	if err := appconfig.Parse(fs, args, o.common.Validate, legacyValid, partitionsValid, o.cfg.Validate); err != nil {
+	niceValid := func() error { return appconfig.ValidateNice("nice", o.nice) }
+	if err := appconfig.Parse(fs, args, o.common.Validate, legacyValid, partitionsValid, niceValid, o.cfg.Validate); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -88,6 +91,10 @@ func parseRun(args []string) (*runOptions, error) {
 func run(args []string) error {
 	o, err := parseRun(args)
 	if err != nil {
+		return err
+	}
+	// First, so that every thread the process starts later inherits it.
+	if err := appconfig.SetNice(o.nice); err != nil {
 		return err
 	}
 	log := o.common.Logger("ingester")
@@ -129,7 +136,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("ingester starting", "nats", redacted(o.common.NATSURL), "clickhouse", o.common.ClickHouseAddr, "database", o.common.ClickHouseDatabase, "metrics", o.metricsAddr)
+	log.Info("ingester starting", "nats", redacted(o.common.NATSURL), "clickhouse", o.common.ClickHouseAddr, "database", o.common.ClickHouseDatabase, "metrics", o.metricsAddr, "nice", o.nice)
 	runErr := runAll(ctx, ings)
 	stopOps()
 	return runErr

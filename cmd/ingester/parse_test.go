@@ -61,3 +61,34 @@ func TestParseRunWriteLane(t *testing.T) {
 		t.Errorf("INGESTER_WRITE_LANE=maybe: %v; want it refused, named", err)
 	}
 }
+
+// The ingester runs below the API's CPU priority by default
+// (appconfig.IngesterNice); INGESTER_NICE or -nice changes it, 0 keeps the
+// process as started, and a value outside 0..19 is refused, named.
+func TestParseRunNice(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		args []string
+		want int
+	}{
+		{"", nil, 10},
+		{"0", nil, 0},
+		{"5", nil, 5},
+		{"5", []string{"-nice", "19"}, 19},
+	} {
+		t.Setenv("INGESTER_NICE", c.env)
+		o, err := parseRun(c.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.nice != c.want {
+			t.Errorf("INGESTER_NICE=%q %v: nice %d, want %d", c.env, c.args, o.nice, c.want)
+		}
+	}
+	t.Setenv("INGESTER_NICE", "")
+	for _, bad := range []string{"-1", "20"} {
+		if _, err := parseRun([]string{"-nice", bad}); err == nil || !strings.Contains(err.Error(), "-nice "+bad+" out of range 0..19") {
+			t.Errorf("-nice %s: %v; want it refused, named", bad, err)
+		}
+	}
+}

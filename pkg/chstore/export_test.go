@@ -125,3 +125,10 @@ func (s *Store) WithoutRowCache() *Store {
 	c.rows = newRowCache(-1)
 	return &c
 }
+
+// KeyReadCtx and LoaderCtx are the contexts of the API's key reads and of
+// the fold's lookups, for the test of their priorities.
+var (
+	KeyReadCtx = keyReadCtx
+	LoaderCtx  = loaderCtx
+)

@@ -24,8 +24,10 @@ import (
 const chunk = 50_000
 
 // loaderCtx allows statements of up to MaxQuerySize for the ingester's
-// lookups.
-func loaderCtx(ctx context.Context) context.Context { return boundCtx(ctx, nil) }
+// lookups, at a lower priority than the API's key reads (keyReadCtx).
+func loaderCtx(ctx context.Context) context.Context {
+	return boundCtx(ctx, clickhouse.Settings{"priority": loaderPriority})
+}
 
 // LoadDistinctIDs implements fold.Loader.
 func (s *Store) LoadDistinctIDs(ctx context.Context, projectID uint64, ids []string) (map[string]fold.DistinctIDRow, error) {

@@ -45,6 +45,25 @@ func readCtx(ctx context.Context) context.Context {
 	return boundCtx(ctx, clickhouse.Settings{"optimize_move_to_prewhere": 0})
 }
 
+// ClickHouse query priorities (the `priority` setting, on 18.16 and
+// current versions: 1 is the highest, 0 takes no part). While a query of
+// a higher priority runs, one of a lower priority pauses between blocks
+// (up to a second each time), so its threads leave the CPU to the other.
+// A user waiting for a person or a list page outranks the fold's lookups
+// (G4: GET person while ingesting); analysis, exports and the ingester's
+// inserts and merges take no part. The cost is the ingester's: its
+// lookups wait while API reads run (docs/performance.md, "h/reads").
+const (
+	keyReadPriority = 1
+	loaderPriority  = 2
+)
+
+// keyReadCtx is readCtx for the API's reads by key (GET person, the list's
+// page), at keyReadPriority.
+func keyReadCtx(ctx context.Context) context.Context {
+	return boundCtx(ctx, clickhouse.Settings{"optimize_move_to_prewhere": 0, "priority": keyReadPriority})
+}
+
 // MaxQuerySize is the max_query_size of statements with bound values. The
 // driver splices bound values into the statement's text, so a long filter
 // value or a batch's id list would exceed ClickHouse's default of 256 KiB
@@ -113,7 +132,7 @@ func (q ListQuery) where(p gramProbe) (string, []any) {
 // ones (properties, distinct ids) are then read for the page's persons
 // only, not for every person of the project the sort passes over.
 func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
-	ctx = readCtx(ctx)
+	ctx = keyReadCtx(ctx)
 	if q.unfiltered() && q.Limit > 0 {
 		list, total, ok, err := s.listUnfiltered(ctx, q, true)
 		if ok || err != nil {
@@ -203,7 +222,7 @@ func (s *Store) getPerson(ctx context.Context, cond string, projectID uint64, ke
 	// never changes between versions (uuid), so it filters before FINAL
 	// (PREWHERE: the wide columns are read for the person's granules
 	// only); is_deleted must be tested after it.
-	list, err := s.queryPersons(readCtx(ctx),
+	list, err := s.queryPersons(keyReadCtx(ctx),
 		"SELECT "+personColumns+" FROM persons FINAL PREWHERE project_id = ? AND "+cond+" WHERE is_deleted = 0 ORDER BY id DESC LIMIT 1",
 		projectID, key)
 	if err != nil {
