@@ -43,9 +43,11 @@ func (e *regrowError) Error() string {
 func (e *regrowError) Unwrap() error { return e.err }
 
 // growing reports whether a batch just collected is to grow: growth is
-// on, the batch is full and the stream holds more behind it.
+// on and the stream holds more behind it. Full or not: a batch that
+// BatchWait ended with a backlog behind it (the client's pull buffer
+// filling at a start) grows as well.
 func (i *Ingester) growing(batch []*pending) bool {
-	return i.cfg.GrowFor > 0 && len(batch) >= i.cfg.BatchSize && !batch[len(batch)-1].last
+	return i.cfg.GrowFor > 0 && len(batch) > 0 && !batch[len(batch)-1].last
 }
 
 // grownEnds reports why a grown batch folded up to end must end now ("":
