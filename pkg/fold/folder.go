@@ -111,6 +111,10 @@ func (f *Folder) Reset() {
 // Cached reports how many persons and distinct ids are held in memory.
 func (f *Folder) Cached() (persons, distinctIDs int) { return len(f.persons), len(f.dids) }
 
+// Dirty reports how many persons were changed since the last Flush: the
+// persons the next Flush writes, held in memory until then.
+func (f *Folder) Dirty() int { return len(f.changedPersons) }
+
 // Prepare loads, in a few queries, the state that a batch of inputs will
 // touch, so that Apply rarely has to read one row at a time.
 func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {

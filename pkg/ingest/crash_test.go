@@ -34,14 +34,23 @@ func newDyingStore(s *chstore.Store, commits int, rows bool) *dyingStore {
 	return &dyingStore{Store: s, commits: commits, rows: rows, dead: make(chan struct{})}
 }
 
-func (s *dyingStore) WriteBatch(ctx context.Context, events []chstore.EventRow, b fold.Batch, m chstore.BatchMarker) error {
+// lockAlive locks the store, or fails once it died.
+func (s *dyingStore) lockAlive() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	select {
 	case <-s.dead:
+		s.mu.Unlock()
 		return errors.New("dead")
 	default:
+		return nil
 	}
+}
+
+func (s *dyingStore) WriteBatch(ctx context.Context, events []chstore.EventRow, b fold.Batch, m chstore.BatchMarker) error {
+	if err := s.lockAlive(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
 	if s.commits > 0 {
 		s.commits--
 		return s.Store.WriteBatch(ctx, events, b, m)
@@ -78,10 +87,17 @@ func (s *dyingStore) RepairOrder(ctx context.Context, consumer string, r chstore
 // batch in hand is abandoned, as a killed process abandons it).
 func runUntilDead(t *testing.T, cfg Config, n *testenv.NATS, store *dyingStore) {
 	t.Helper()
+	runUntilClosed(t, cfg, n, store, store.dead)
+}
+
+// runUntilClosed is runUntilDead for any store that closes dead when it
+// dies.
+func runUntilClosed(t *testing.T, cfg Config, n *testenv.NATS, store Store, dead <-chan struct{}) {
+	t.Helper()
 	cfg.ShutdownGrace = 50 * time.Millisecond
 	cancel, done := startIngester(t, cfg, n.JS, store)
 	select {
-	case <-store.dead:
+	case <-dead:
 	case err := <-done:
 		t.Fatalf("ingester stopped before its store died: %v", err)
 	case <-time.After(time.Minute):
@@ -105,13 +121,11 @@ func runUntilDead(t *testing.T, cfg Config, n *testenv.NATS, store *dyingStore) 
 // the records, a run before them could not.
 func TestSecondCrashInsideRefold(t *testing.T) {
 	for seed := int64(1); seed <= 4; seed++ {
-		n := testenv.StartNATS(t, "")
-		last := testenv.PublishWorkload(t, n.JS, 0, testenv.Workload(seed, 250, 20))
-
-		store := testenv.ClickHouse(t)
-		stopMerges(t, store)
+		n, last, store := crashSetup(t, seed, 250, 20)
 		cfg := testConfig("crashing")
-		cfg.BatchSize, cfg.BatchWait = 80, time.Second
+		// Batches of BatchSize: the sizes set the crashed ranges
+		// (grown batches: TestGrownBatchCrashes).
+		cfg.BatchSize, cfg.BatchWait, cfg.GrowFor = 80, time.Second, 0
 		runUntilDead(t, cfg, n, newDyingStore(store, 1, true))
 		cfg.BatchSize = 16
 		runUntilDead(t, cfg, n, newDyingStore(store, 1, false))
@@ -123,6 +137,17 @@ func TestSecondCrashInsideRefold(t *testing.T) {
 		}
 		wantOneRowPerMessage(t, store, ref)
 	}
+}
+
+// crashSetup publishes a workload and gives a store whose events parts
+// are not merged (a second row of a message stays visible).
+func crashSetup(t *testing.T, seed int64, events, ids int) (*testenv.NATS, uint64, *chstore.Store) {
+	t.Helper()
+	n := testenv.StartNATS(t, "")
+	last := testenv.PublishWorkload(t, n.JS, 0, testenv.Workload(seed, events, ids))
+	store := testenv.ClickHouse(t)
+	stopMerges(t, store)
+	return n, last, store
 }
 
 // TestStaleOrderKeyIsRepaired: a crashed attempt folds a batch ending
@@ -143,7 +168,8 @@ func TestStaleOrderKeyIsRepaired(t *testing.T) {
 		})
 		store := testenv.ClickHouse(t)
 		cfg := testConfig("crashing")
-		cfg.BatchSize, cfg.BatchWait = 2, time.Second
+		// The crashed batch must end after P's creation: not grown.
+		cfg.BatchSize, cfg.BatchWait, cfg.GrowFor = 2, time.Second, 0
 		crash := newDyingStore(store, 0, false)
 		crash.orderOnly = true
 		runUntilDead(t, cfg, n, crash)

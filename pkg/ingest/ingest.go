@@ -76,6 +76,17 @@ type Config struct {
 	// what keeps an API write visible within 1 s under load (G6). Off,
 	// the records already in the log are still followed.
 	WriteLane bool
+	// GrowFor is the longest a batch grows beyond BatchSize while the
+	// stream holds more behind it (grow.go): its persons are written
+	// once at its end. 0: batches end at BatchSize. At most half of
+	// AckWait (New lowers it): a batch's first messages wait for its end
+	// to be acknowledged.
+	GrowFor time.Duration
+	// GrowPersons ends a grown batch once it has this many changed
+	// persons: they are held in memory, and written by its commit, which
+	// an API write waiting in the write lane waits for (G6). 0: no bound
+	// but GrowFor and MaxCachedPersons.
+	GrowPersons int
 	// Hook, when set, transforms each batch's events before the fold
 	// (hook.go). Not a setting: the composition root sets it.
 	Hook Hook
@@ -106,6 +117,10 @@ func (c Config) Validate() error {
 		return errors.New("shutdown grace must be positive")
 	case c.LeaseTTL < time.Second:
 		return errors.New("lease TTL must be at least 1s")
+	case c.GrowFor < 0:
+		return fmt.Errorf("grow-for %s is negative", c.GrowFor)
+	case c.GrowPersons < 0:
+		return fmt.Errorf("grow persons %d is negative", c.GrowPersons)
 	}
 	if err := stream.ValidatePartition(c.Partition, max(c.Streams.Partitions, 1)); err != nil {
 		return err
@@ -118,13 +133,16 @@ func DefaultConfig() Config {
 	return Config{Consumer: "ingester", BatchSize: 20000, BatchWait: 200 * time.Millisecond, MaxCachedPersons: 500_000, AckWait: 2 * time.Minute,
 		StallWait:      10 * time.Second,
 		MaxPersonBytes: fold.DefaultMaxPersonBytes, ShutdownGrace: 10 * time.Second, LeaseTTL: 10 * time.Second,
-		WriteLane: true}
+		WriteLane: true, GrowFor: 30 * time.Second, GrowPersons: 50_000}
 }
 
 // Store is what the ingester needs from ClickHouse.
 type Store interface {
 	fold.Loader
 	WriteBatch(ctx context.Context, events []chstore.EventRow, b fold.Batch, m chstore.BatchMarker) error
+	// WriteRows writes rows without a commit marker: a grown batch's
+	// events rows ahead of its end (grow.go).
+	WriteRows(ctx context.Context, events []chstore.EventRow, b fold.Batch) error
 	LastCommitted(ctx context.Context, consumer string) (uint64, error)
 	// The intents and the lookup that keep one events row per message
 	// (dedupe.go).
@@ -174,6 +192,13 @@ type Ingester struct {
 	dropDelivery func(seq uint64) bool
 	// lane is the write lane, nil when off (lane.go).
 	lane *lane
+	// regrows counts grown batches failed in a row, for the backoff
+	// (grow.go).
+	regrows int
+	// refoldThrough: messages up to it may have been folded (and rows
+	// of theirs written) by a grown batch that failed: they are folded
+	// again as redeliveries, as a retry of a batch in hand is.
+	refoldThrough uint64
 	// slab hands out pendings (newPending): one allocation per
 	// slabSize messages instead of one each.
 	slab []pending
@@ -189,6 +214,7 @@ func New(cfg Config, js jetstream.JetStream, store Store, logger *slog.Logger, r
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.GrowFor = min(cfg.GrowFor, cfg.AckWait/2)
 	f := fold.New(store)
 	f.MaxCached = cfg.MaxCachedPersons
 	f.MaxPersonBytes = cfg.MaxPersonBytes
@@ -310,6 +336,21 @@ func (i *Ingester) run(ctx context.Context) error {
 	i.log.Info("ingester consuming", "consumer", i.cfg.Consumer, "committed_seq", i.folder.Committed)
 	for {
 		batch, err := i.collect(ctx, iter, nil, 0)
+		if err == nil && i.growing(batch) {
+			var failed error
+			err, failed = i.grow(ctx, iter, batch)
+			var regrow *regrowError
+			switch {
+			case errors.As(failed, &regrow):
+				iter.Stop()
+				if iter, err = i.resubscribe(ctx); err == nil {
+					continue
+				}
+			case failed != nil:
+				return stopped(ctx, failed)
+			}
+			batch = nil
+		}
 		for len(batch) > 0 {
 			perr := i.processUntilDone(ctx, batch)
 			var ext *extendError
@@ -486,7 +527,7 @@ func (i *Ingester) decode(msg jetstream.Msg) *pending {
 	}
 	p.command = command || p.seq <= i.cfg.LegacyCommandsUntil
 	// The body is parsed later, for the whole batch at once (parseAll).
-	p.in = fold.Input{ProjectID: project, Seq: p.seq, Redelivered: meta.delivered > 1}
+	p.in = fold.Input{ProjectID: project, Seq: p.seq, Redelivered: meta.delivered > 1 || p.seq <= i.refoldThrough}
 	p.unparsed = true
 	return p
 }
@@ -546,6 +587,48 @@ func (e *extendError) Error() string {
 // process folds a batch, writes it, and acknowledges it.
 func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 	start := time.Now()
+	c, err := i.foldChunk(ctx, batch)
+	if err != nil {
+		return err
+	}
+	last := batch[len(batch)-1].seq
+	if through := i.folder.CommitThrough(); through > last {
+		// Rows of a crashed batch reach beyond this one (refold.go):
+		// committing here would hide this batch's rows behind them.
+		i.folder.Reset()
+		return &extendError{through: through}
+	}
+	if err := i.deadLetter(ctx, batch); err != nil {
+		return err
+	}
+	return i.commit(ctx, c, batch[len(batch)-1], len(batch), start)
+}
+
+// chunk is what the fold of some messages of a batch gave: one chunk is
+// a whole batch, except when the batch grows with the backlog (grow.go).
+type chunk struct {
+	// events are the rows not yet written; written counts those a
+	// grown batch wrote ahead of its commit.
+	events  []chstore.EventRow
+	written int
+	// firstSeq is the batch's first sequence to commit; foldable says
+	// it has one (see foldChunk).
+	firstSeq uint64
+	foldable bool
+}
+
+// add takes in the fold of the batch's next messages.
+func (c *chunk) add(next chunk) {
+	c.events = append(c.events, next.events...)
+	if c.firstSeq == 0 {
+		c.firstSeq = next.firstSeq
+	}
+	c.foldable = c.foldable || next.foldable
+}
+
+// foldChunk parses and folds messages of a batch, in memory: nothing is
+// written.
+func (i *Ingester) foldChunk(ctx context.Context, batch []*pending) (chunk, error) {
 	parseAll(batch)
 	i.markLaned(batch)
 	inputs := make([]fold.Input, 0, len(batch))
@@ -571,7 +654,7 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 	}
 	inputs, err := i.transform(ctx, batch, inputs)
 	if err != nil {
-		return err
+		return chunk{}, err
 	}
 	if i.lane != nil {
 		inputs = i.withLane(batch, inputs)
@@ -581,38 +664,35 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 		}
 	}
 	if err := i.folder.Prepare(ctx, inputs); err != nil {
-		return err
+		return chunk{}, err
 	}
 	events := make([]chstore.EventRow, 0, len(inputs))
 	for k := range inputs {
 		res, err := i.folder.Apply(ctx, inputs[k])
 		if err != nil {
-			return err
+			return chunk{}, err
 		}
 		events = append(events, eventRow(&inputs[k], res))
 	}
-	last := batch[len(batch)-1].seq
-	if through := i.folder.CommitThrough(); through > last {
-		// Rows of a crashed batch reach beyond this one (refold.go):
-		// committing here would hide this batch's rows behind them.
-		i.folder.Reset()
-		return &extendError{through: through}
-	}
+	return chunk{events: events, firstSeq: firstSeq, foldable: foldable}, nil
+}
+
+// commit ends a batch folded up to message end (messages long): the
+// write lane's commands, the rows, the commit marker, the ack.
+func (i *Ingester) commit(ctx context.Context, c chunk, end *pending, messages int, start time.Time) error {
+	last := end.seq
 	laned, err := i.takeLane(ctx, last)
 	if err != nil {
 		return err
 	}
-	events = append(events, laned...)
-	foldable = foldable || len(laned) > 0
-	if firstSeq == 0 && len(laned) > 0 {
-		firstSeq = last
+	c.events = append(c.events, laned...)
+	c.foldable = c.foldable || len(laned) > 0
+	if c.firstSeq == 0 && len(laned) > 0 {
+		c.firstSeq = last
 	}
 	folded := i.folder.Flush()
 	i.metrics.foldSeconds.Observe(time.Since(start).Seconds())
-	if err := i.deadLetter(ctx, batch); err != nil {
-		return err
-	}
-	if foldable {
+	if c.foldable {
 		// Written only under the lease, and only for as long as it
 		// surely holds (lease.go).
 		wctx, release, err := i.lease.fence(ctx)
@@ -622,8 +702,8 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 		defer release()
 		ctx := wctx
 		wstart := time.Now()
-		marker := chstore.BatchMarker{Consumer: i.cfg.Consumer, FirstSeq: firstSeq, LastSeq: last, Events: len(events), Mine: i.mine}
-		write, err := i.unwritten(ctx, events)
+		marker := chstore.BatchMarker{Consumer: i.cfg.Consumer, FirstSeq: c.firstSeq, LastSeq: last, Events: c.written + len(c.events), Mine: i.mine}
+		write, err := i.unwritten(ctx, c.events)
 		if err != nil {
 			return err
 		}
@@ -648,17 +728,17 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 		i.metrics.distinctIDRows.Add(float64(len(folded.DistinctIDs)))
 		i.metrics.warnings.Add(float64(len(folded.Warnings)))
 	}
-	if i.lane != nil && batch[len(batch)-1].last {
+	if i.lane != nil && end.last {
 		i.lane.live.Store(true) // caught up: commands from here on are new
 	}
 	// AckAll: acknowledging the last message acknowledges the batch.
-	if err := batch[len(batch)-1].msg.Ack(); err != nil {
+	if err := end.msg.Ack(); err != nil {
 		// The rows are committed; a redelivery will be skipped.
 		i.log.Warn("ack failed", "err", err, "seq", last)
 	}
-	i.metrics.events.Add(float64(len(events)))
+	i.metrics.events.Add(float64(c.written + len(c.events)))
 	i.metrics.batches.Inc()
-	i.metrics.batchSize.Observe(float64(len(batch)))
+	i.metrics.batchSize.Observe(float64(messages))
 	i.metrics.committed.Set(float64(i.folder.Committed))
 	return nil
 }

@@ -6,6 +6,8 @@ type metrics struct {
 	events, batches, personRows, distinctIDRows, warnings, deadLettered, failures, gaps, eventLookups, eventsWritten, orderRepairs, leaseLosses, laneRecordsRead prometheus.Counter
 	batchSize, foldSeconds, flushSeconds                                                                                                                         prometheus.Histogram
 	lag, committed, laneCommands                                                                                                                                 prometheus.Gauge
+	// grownEnds: grown batches committed, by what ended them (grow.go).
+	grownEnds *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -24,7 +26,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(g)
 		return g
 	}
+	grown := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ingester", Name: "grown_batches_total",
+		Help: "Batches grown beyond BatchSize with the backlog and committed, by what ended them (tail, time, dirty, cached, lane, idle, collection ended)."}, []string{"end"})
+	reg.MustRegister(grown)
 	return &metrics{
+		grownEnds:       grown,
 		events:          counter("events_total", "Events folded and written to ClickHouse."),
 		batches:         counter("batches_total", "Batches committed."),
 		personRows:      counter("person_rows_total", "Person rows written."),

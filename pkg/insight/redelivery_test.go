@@ -61,6 +61,10 @@ func runIngester(t *testing.T, n *testenv.NATS, store *brokenStore, consumer str
 	t.Helper()
 	cfg := ingest.DefaultConfig()
 	cfg.Consumer, cfg.BatchSize, cfg.BatchWait = consumer, batch, 20*time.Millisecond
+	// Batches of `batch` messages: the failures are counted per batch
+	// write, and the in-process retry is that of a batch in hand (a
+	// grown batch's failures: pkg/ingest TestGrownBatchCrashes).
+	cfg.GrowFor = 0
 	if store.dead != nil {
 		cfg.ShutdownGrace = 50 * time.Millisecond // the dead store's batch is abandoned
 	}
