@@ -133,7 +133,7 @@ func DefaultConfig() Config {
 	return Config{Consumer: "ingester", BatchSize: 20000, BatchWait: 200 * time.Millisecond, MaxCachedPersons: 500_000, AckWait: 2 * time.Minute,
 		StallWait:      10 * time.Second,
 		MaxPersonBytes: fold.DefaultMaxPersonBytes, ShutdownGrace: 10 * time.Second, LeaseTTL: 10 * time.Second,
-		WriteLane: true, GrowFor: 30 * time.Second, GrowPersons: 50_000}
+		WriteLane: true, GrowFor: 0, GrowPersons: 50_000}
 }
 
 // Store is what the ingester needs from ClickHouse.
