@@ -293,14 +293,14 @@ func (i *Ingester) run(ctx context.Context) error {
 	// (cluster.go).
 	err := i.whileUnavailable(ctx, "bind the streams", func() error { return stream.Ensure(ctx, i.js, streams) })
 	if err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	err = i.whileUnavailable(ctx, "bind the progress bucket", func() (err error) {
 		i.progress, err = progress.OpenReplicated(ctx, i.js, streams.Replicas)
 		return err
 	})
 	if err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	// Nothing of the consumer or ClickHouse is touched before the lease.
 	err = i.whileUnavailable(ctx, "take the lease", func() (err error) {
@@ -312,10 +312,10 @@ func (i *Ingester) run(ctx context.Context) error {
 	}
 	defer i.lease.release()
 	if err := i.takenOver(ctx); err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	if err := i.recover(ctx); err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	err = i.whileUnavailable(ctx, "start the write lane", func() error { return i.startLane(ctx) })
 	if err != nil {
@@ -354,19 +354,28 @@ func (i *Ingester) run(ctx context.Context) error {
 		for len(batch) > 0 {
 			perr := i.processUntilDone(ctx, batch)
 			var ext *extendError
-			if !errors.As(perr, &ext) {
-				if perr != nil {
-					return perr
-				}
+			var cut *cutError
+			var through uint64
+			switch {
+			case errors.As(perr, &cut):
+				// The write lane cut the batch (lane.go): its rest
+				// goes on with the messages that follow.
+				batch = cut.rest
+			case errors.As(perr, &ext):
+				through = ext.through
+			case perr != nil:
+				return perr
+			}
+			if ext == nil && cut == nil {
 				break
 			}
 			if err != nil {
 				// Collection ended (a gap, a stop): nothing of this
-				// batch was written or acknowledged, so it comes again
-				// from the commit point.
+				// batch (or of its rest, after a cut) was written or
+				// acknowledged, so it comes again from the commit point.
 				break
 			}
-			batch, err = i.collect(ctx, iter, batch, ext.through)
+			batch, err = i.collect(ctx, iter, batch, through)
 		}
 		var gap *gapError
 		var stall *stallError
@@ -453,7 +462,8 @@ func (i *Ingester) processUntilDone(ctx context.Context, batch []*pending) error
 		err := i.process(fctx, batch)
 		cancel()
 		var ext *extendError
-		if err == nil || errors.As(err, &ext) || errors.Is(err, errLeaseLost) {
+		var cut *cutError
+		if err == nil || errors.As(err, &ext) || errors.As(err, &cut) || errors.Is(err, errLeaseLost) {
 			return err
 		}
 		i.metrics.failures.Inc()
@@ -587,9 +597,15 @@ func (e *extendError) Error() string {
 // process folds a batch, writes it, and acknowledges it.
 func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 	start := time.Now()
-	c, err := i.foldChunk(ctx, batch)
+	c, err := i.foldUpTo(ctx, batch, true)
 	if err != nil {
 		return err
+	}
+	var rest []*pending
+	if c.cut != 0 {
+		// Folded up to a write lane command's cut (lane.go): the rest
+		// waits for the next batch, unwritten and unacknowledged.
+		batch, rest = splitAfter(batch, c.cut)
 	}
 	last := batch[len(batch)-1].seq
 	if through := i.folder.CommitThrough(); through > last {
@@ -601,7 +617,14 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 	if err := i.deadLetter(ctx, batch); err != nil {
 		return err
 	}
-	return i.commit(ctx, c, batch[len(batch)-1], len(batch), start)
+	if err := i.commit(ctx, c, batch[len(batch)-1], len(batch), start); err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		i.metrics.laneCuts.Inc()
+		return &cutError{rest: rest}
+	}
+	return nil
 }
 
 // chunk is what the fold of some messages of a batch gave: one chunk is
@@ -615,6 +638,9 @@ type chunk struct {
 	// it has one (see foldChunk).
 	firstSeq uint64
 	foldable bool
+	// cut: the fold stopped after this sequence for the write lane
+	// (laneCut); 0: it folded every message.
+	cut uint64
 }
 
 // add takes in the fold of the batch's next messages.
@@ -629,6 +655,12 @@ func (c *chunk) add(next chunk) {
 // foldChunk parses and folds messages of a batch, in memory: nothing is
 // written.
 func (i *Ingester) foldChunk(ctx context.Context, batch []*pending) (chunk, error) {
+	return i.foldUpTo(ctx, batch, false)
+}
+
+// foldUpTo is foldChunk; with mayCut the fold may stop early for a write
+// lane command (chunk.cut).
+func (i *Ingester) foldUpTo(ctx context.Context, batch []*pending, mayCut bool) (chunk, error) {
 	parseAll(batch)
 	i.markLaned(batch)
 	inputs := make([]fold.Input, 0, len(batch))
@@ -663,18 +695,28 @@ func (i *Ingester) foldChunk(ctx context.Context, batch []*pending) (chunk, erro
 			firstSeq = inputs[0].Seq
 		}
 	}
+	var cut uint64
+	if mayCut && len(inputs) > laneCutEvery && i.laneCut(inputs, laneCutEvery) {
+		// A command came before the fold began: the batch's reads
+		// (Prepare) are spared too.
+		inputs, cut = inputs[:laneCutEvery], inputs[laneCutEvery-1].Seq
+	}
 	if err := i.folder.Prepare(ctx, inputs); err != nil {
 		return chunk{}, err
 	}
 	events := make([]chstore.EventRow, 0, len(inputs))
 	for k := range inputs {
+		if mayCut && cut == 0 && i.laneCut(inputs, k) {
+			cut = inputs[k-1].Seq
+			break
+		}
 		res, err := i.folder.Apply(ctx, inputs[k])
 		if err != nil {
 			return chunk{}, err
 		}
 		events = append(events, eventRow(&inputs[k], res))
 	}
-	return chunk{events: events, firstSeq: firstSeq, foldable: foldable}, nil
+	return chunk{events: events, firstSeq: firstSeq, foldable: foldable, cut: cut}, nil
 }
 
 // commit ends a batch folded up to message end (messages long): the

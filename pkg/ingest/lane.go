@@ -1,12 +1,14 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -51,6 +53,9 @@ type laneMsg struct {
 	seq     uint64
 	subject string
 	data    []byte
+	// pub is when the stream stored it (zero for one named by a
+	// record at a start): ingester_lane_visible_seconds.
+	pub time.Time
 }
 
 // lane is the write lane's state. queue is filled by the lane consumer's
@@ -136,7 +141,7 @@ func (i *Ingester) startLane(ctx context.Context) error {
 			return
 		}
 		l.mu.Lock()
-		l.queue = append(l.queue, laneMsg{seq: meta.Sequence.Stream, subject: msg.Subject(), data: msg.Data()})
+		l.queue = append(l.queue, laneMsg{seq: meta.Sequence.Stream, subject: msg.Subject(), data: msg.Data(), pub: meta.Timestamp})
 		l.mu.Unlock()
 		l.newest.Store(meta.Sequence.Stream)
 	})
@@ -317,4 +322,41 @@ func (i *Ingester) laneWaiting(seq uint64) bool {
 	}
 	b := l.blocked.Load()
 	return b == 0 || b <= seq
+}
+
+// laneCutEvery is how many inputs the fold applies between two looks at
+// the lane (two atomic loads: cheap, but not per event).
+const laneCutEvery = 256
+
+// laneCut reports whether the fold of a batch should stop before
+// inputs[k] for a command the lane may take: the part folded is committed
+// with the command at its end, and the rest goes on with the next batch.
+// Without it a command that arrives as a full batch starts folding waits
+// for the whole fold and the whole write (G6's tail under load: about one
+// batch's cycle). Only between two messages (a recorded command's input
+// has its after's sequence), and only where takeLane takes commands and
+// where committing is allowed (not inside a crashed batch's range).
+//
+// Where a batch ends changes no fold: the commands' places are in the
+// log (the records), whatever the batch boundaries.
+func (i *Ingester) laneCut(inputs []fold.Input, k int) bool {
+	if k == 0 || k%laneCutEvery != 0 {
+		return false
+	}
+	prev := inputs[k-1].Seq
+	return inputs[k].Seq > prev && i.laneWaiting(prev) && i.folder.CommitThrough() <= prev
+}
+
+// cutError: the batch was committed up to a write lane cut; rest is the
+// messages after it, in hand, neither written nor acknowledged.
+type cutError struct{ rest []*pending }
+
+func (e *cutError) Error() string {
+	return fmt.Sprintf("batch cut for the write lane before seq %d", e.rest[0].seq)
+}
+
+// splitAfter splits a batch (in sequence order) after seq.
+func splitAfter(batch []*pending, seq uint64) (head, rest []*pending) {
+	n, _ := slices.BinarySearchFunc(batch, seq+1, func(p *pending, s uint64) int { return cmp.Compare(p.seq, s) })
+	return batch[:n], batch[n:]
 }

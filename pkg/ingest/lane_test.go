@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personhub/personhub/pkg/progress"
 	"github.com/personhub/personhub/pkg/stream"
 	"github.com/personhub/personhub/pkg/testenv"
 )
@@ -96,15 +95,7 @@ func TestWriteLanePassesTheBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := progress.Open(context.Background(), n.JS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	watch, err := progress.WatchPartitions(context.Background(), kv, cfg.Consumer, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watch.Stop()
+	watch := watchProgress(t, n.JS, cfg.Consumer)
 	start := time.Now()
 	if err := watch.Wait(context.Background(), 1, ack.Sequence, time.Minute); err != nil {
 		t.Fatal(err)

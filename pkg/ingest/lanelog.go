@@ -216,8 +216,14 @@ func (i *Ingester) laneCommitted(ctx context.Context, last uint64) {
 	if l == nil {
 		return
 	}
-	for p := range l.after {
+	var stored []time.Time
+	for p, msgs := range l.after {
 		if p <= last {
+			for _, m := range msgs {
+				if !m.pub.IsZero() {
+					stored = append(stored, m.pub)
+				}
+			}
 			delete(l.after, p)
 		}
 	}
@@ -232,6 +238,9 @@ func (i *Ingester) laneCommitted(ctx context.Context, last uint64) {
 			i.log.Warn("publish lane progress", "err", err)
 		}
 		i.metrics.laneCommands.Set(float64(l.visible))
+	}
+	for _, t := range stored {
+		i.metrics.laneVisible.Observe(time.Since(t).Seconds())
 	}
 }
 

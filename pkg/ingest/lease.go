@@ -35,7 +35,7 @@ import (
 //     resumes by itself.
 //   - The fence: a batch is written only while the last successful renewal
 //     started less than LeaseTTL/2 ago, and its writes get that moment as
-//     their deadline. The key expires no earlier than LeaseTTL after that
+//     their deadline, moved on by each renewal made meanwhile (fence). The key expires no earlier than LeaseTTL after that
 //     renewal started, so a holder cut off from NATS has stopped writing
 //     (its inserts cancelled) half a TTL before anyone else can hold the
 //     lease. While the fence is closed writes fail and are retried; a
@@ -167,23 +167,92 @@ func (l *lease) keep(cancel context.CancelCauseFunc) {
 	}
 }
 
-// fence returns a context for a batch's writes that ends when the lease
-// might lapse, or an error when the lease does not allow writing now.
+// fence returns a context for a batch's writes, or an error when the
+// lease does not allow writing now. The context ends when the lease
+// might lapse: half a TTL after the last successful renewal, counted
+// from the renewal current at that moment, so renewals made while the
+// batch is written move the end on. A batch whose statements together
+// take longer than half a TTL (a loaded ClickHouse: a retry's restore of
+// 20k keys took over 5 s at a load average of 15-49 on two cores) then
+// finishes while the lease holds, instead of being cancelled and retried
+// for ever. Its Deadline is read per statement (clickhouse-go sets each
+// statement's socket deadline from it), so every statement still ends,
+// at the latest, half a TTL after the renewal that was current when it
+// began, and the key expires no earlier than a whole TTL after that.
 func (l *lease) fence(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if l == nil {
 		return ctx, func() {}, nil
 	}
-	l.mu.Lock()
-	lost, until := l.lost, l.renewed.Add(l.ttl/2)
-	l.mu.Unlock()
+	lost, until := l.bound()
 	if lost {
 		return nil, nil, errLeaseLost
 	}
 	if !time.Now().Before(until) {
 		return nil, nil, errLeaseLapsed
 	}
-	wctx, cancel := context.WithDeadline(ctx, until)
-	return wctx, cancel, nil
+	inner, cancel := context.WithCancelCause(ctx)
+	f := &fenced{Context: inner, l: l}
+	stop := make(chan struct{})
+	go f.watch(until, cancel, stop)
+	var once sync.Once
+	return f, func() {
+		once.Do(func() {
+			close(stop)
+			cancel(context.Canceled)
+		})
+	}, nil
+}
+
+// bound says whether the lease is lost and until when it surely holds.
+func (l *lease) bound() (lost bool, until time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost, l.renewed.Add(l.ttl / 2)
+}
+
+// fenced is a fence's context. Its Deadline is the lease's current bound:
+// it moves with each renewal, which the context package does not expect
+// of a deadline, so nothing derives a fixed deadline from it in this
+// package; derived contexts (context.WithTimeout in the store) ask
+// their parent again, and a statement takes the bound of its start.
+type fenced struct {
+	context.Context
+	l *lease
+}
+
+func (f *fenced) Deadline() (time.Time, bool) {
+	_, until := f.l.bound()
+	if d, ok := f.Context.Deadline(); ok && d.Before(until) {
+		return d, true
+	}
+	return until, true
+}
+
+// watch cancels the writes when the lease is lost, or when its bound
+// passes without a renewal having moved it.
+func (f *fenced) watch(until time.Time, cancel context.CancelCauseFunc, stop <-chan struct{}) {
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-f.Context.Done():
+			return
+		case <-t.C:
+		}
+		lost, next := f.l.bound()
+		switch {
+		case lost:
+			cancel(errLeaseLost)
+			return
+		case time.Now().Before(next):
+			t.Reset(time.Until(next))
+		default:
+			cancel(errLeaseLapsed)
+			return
+		}
+	}
 }
 
 // release stops renewing and frees the lease for a successor at once.

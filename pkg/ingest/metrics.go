@@ -3,9 +3,9 @@ package ingest
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	events, batches, personRows, distinctIDRows, warnings, deadLettered, failures, gaps, eventLookups, eventsWritten, orderRepairs, leaseLosses, laneRecordsRead prometheus.Counter
-	batchSize, foldSeconds, flushSeconds                                                                                                                         prometheus.Histogram
-	lag, committed, laneCommands                                                                                                                                 prometheus.Gauge
+	events, batches, personRows, distinctIDRows, warnings, deadLettered, failures, gaps, eventLookups, eventsWritten, orderRepairs, leaseLosses, laneRecordsRead, laneCuts prometheus.Counter
+	batchSize, foldSeconds, flushSeconds, laneVisible                                                                                                                      prometheus.Histogram
+	lag, committed, laneCommands                                                                                                                                           prometheus.Gauge
 	// grownEnds: grown batches committed, by what ended them (grow.go).
 	grownEnds *prometheus.CounterVec
 }
@@ -44,11 +44,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		eventsWritten:   counter("events_already_written_total", "Events of such batches found already written and left out."),
 		orderRepairs:    counter("order_repairs_total", "person_order repairs run after a start or a failed write found rows above the commit point (stale keys of a crashed attempt tombstoned)."),
 		laneRecordsRead: counter("lane_records_read_total", "Write lane records read at a start (or a retry), from the start point kept with the commit."),
+		laneCuts:        counter("lane_cuts_total", "Batches whose fold stopped early for a write lane command: the part folded was committed with the command, the rest went on with the next batch."),
 		batchSize:       hist("batch_messages", "Messages per batch.", prometheus.ExponentialBuckets(1, 4, 10)),
 		foldSeconds:     hist("fold_seconds", "Time to fold a batch in memory (with its reads).", prometheus.ExponentialBuckets(0.0005, 2, 16)),
 		flushSeconds:    hist("flush_seconds", "Time to write a batch to ClickHouse.", prometheus.ExponentialBuckets(0.001, 2, 16)),
-		lag:             gauge("consumer_pending_messages", "Messages in the stream not yet delivered to the ingester."),
-		committed:       gauge("committed_sequence", "Last stream sequence committed to ClickHouse."),
-		laneCommands:    gauge("lane_sequence", "Last command the write lane folded ahead and committed (its stream sequence)."),
+		laneVisible: hist("lane_visible_seconds", "From a command's storing in the stream (the server's clock) to the lane watermark that makes it visible, for commands the write lane took: the ingester's share of an API write's wait (G6).",
+			prometheus.ExponentialBuckets(0.005, 2, 12)),
+		lag:          gauge("consumer_pending_messages", "Messages in the stream not yet delivered to the ingester."),
+		committed:    gauge("committed_sequence", "Last stream sequence committed to ClickHouse."),
+		laneCommands: gauge("lane_sequence", "Last command the write lane folded ahead and committed (its stream sequence)."),
 	}
 }

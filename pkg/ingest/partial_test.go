@@ -87,7 +87,7 @@ func (s *partialStore) WriteBatch(ctx context.Context, events []chstore.EventRow
 // and before its views do: the views are detached for the write.
 func (s *partialStore) writeRows(ctx context.Context, events []chstore.EventRow, b fold.Batch) {
 	if len(events) > 0 && s.rnd.Intn(2) == 0 {
-		for _, view := range []string{"events_by_distinct_id_mv", "events_hourly_mv", "events_first_seq_mv"} {
+		for _, view := range []string{"events_by_distinct_id_mv", "events_hourly_rows_mv", "events_first_seq_mv"} {
 			if err := s.Store.Conn().Exec(ctx, "DETACH TABLE "+view); err != nil {
 				panic(err)
 			}

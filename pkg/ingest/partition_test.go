@@ -384,3 +384,65 @@ func TestRetakenLeaseAfterAnotherFoldedExits(t *testing.T) {
 		t.Fatal("the ingester folded on after another one had committed its consumer's batches")
 	}
 }
+
+// TestLeaseFenceSlides: renewals made while a batch is written move its
+// fence on, so writes longer than half a TTL finish while the lease
+// holds; once renewals stop, the writes are cancelled half a TTL after
+// the last one, and by then too when the lease is lost (the run's own
+// context, the fence's parent, ends at once then: lease.keep).
+func TestLeaseFenceSlides(t *testing.T) {
+	const ttl = 400 * time.Millisecond
+	l := &lease{ttl: ttl, renewed: time.Now()}
+	ctx, cancel, err := l.fence(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	first, _ := ctx.Deadline()
+	renew := func() {
+		l.mu.Lock()
+		l.renewed = time.Now()
+		l.mu.Unlock()
+	}
+	for end := time.Now().Add(3 * ttl); time.Now().Before(end); {
+		time.Sleep(ttl / 5)
+		renew()
+	}
+	if err := ctx.Err(); err != nil {
+		t.Fatalf("writes cancelled while the lease was renewed: %v", context.Cause(ctx))
+	}
+	if d, _ := ctx.Deadline(); !d.After(first.Add(ttl)) {
+		t.Fatalf("deadline %v did not move on from %v with the renewals", d, first)
+	}
+	last := time.Now()
+	renew()
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * ttl):
+		t.Fatal("writes not cancelled after the renewals stopped")
+	}
+	if waited := time.Since(last); waited < ttl/2 {
+		t.Fatalf("cancelled %v after the last renewal, before half the TTL", waited)
+	}
+	if !errors.Is(context.Cause(ctx), errLeaseLapsed) {
+		t.Fatalf("cause %v", context.Cause(ctx))
+	}
+
+	l.renewed = time.Now()
+	ctx, cancel2, err := l.fence(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel2()
+	l.mu.Lock()
+	l.lost = true
+	l.mu.Unlock()
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * ttl):
+		t.Fatal("writes not cancelled when the lease was lost")
+	}
+	if !errors.Is(context.Cause(ctx), errLeaseLost) {
+		t.Fatalf("cause %v", context.Cause(ctx))
+	}
+}

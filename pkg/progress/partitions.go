@@ -54,6 +54,15 @@ func (p *Partitions) Of(projectID uint64) *Watcher {
 	return p.watchers[stream.PartitionOf(strconv.FormatUint(projectID, 10), p.n)]
 }
 
+// Marks are the project's partition's watermark and its write lane's as
+// seen now. Both only grow; a read keyed by them (the persons list's
+// kept pages) holds every command a Wait returned for before they were
+// read.
+func (p *Partitions) Marks(projectID uint64) (committed, lane uint64) {
+	k := stream.PartitionOf(strconv.FormatUint(projectID, 10), p.n)
+	return p.watchers[k].Seq(), p.lanes[k].Seq()
+}
+
 // Wait returns when the project's partition has committed seq, or
 // ErrTimeout after limit.
 //

@@ -1,0 +1,151 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/personhub/personhub/pkg/fold"
+	"github.com/personhub/personhub/pkg/progress"
+	"github.com/personhub/personhub/pkg/testenv"
+)
+
+// gateHook passes every event through, but holds the first call with at
+// least min inputs until the write lane has read the command at cmd
+// (sent once the call is entered): the command arrives while that batch
+// is in hand, before its fold. It runs on the batch loop's goroutine,
+// which is the one that owns ing.lane.
+type gateHook struct {
+	ing     *Ingester
+	min     int
+	entered chan uint64 // the held batch's last sequence
+	cmd     chan uint64
+	held    bool
+}
+
+func (h *gateHook) Transform(ctx context.Context, in []HookInput) ([]fold.Input, error) {
+	if !h.held && len(in) >= h.min {
+		h.held = true
+		h.entered <- in[len(in)-1].Seq
+		seq := <-h.cmd
+		for h.ing.lane.newest.Load() < seq {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	out := make([]fold.Input, len(in))
+	for k := range in {
+		out[k] = in[k].Input
+	}
+	return out, nil
+}
+
+// TestWriteLaneCutsTheFold: a command that arrives while a full batch is
+// about to fold does not wait for the whole batch: the fold stops at the
+// next look at the lane, the part folded is committed with the command
+// after it, and the rest of the batch goes on with the next one. The
+// record says so (its after is inside the held batch, not at its end),
+// and a rebuild with the lane off gives the same tables.
+func TestWriteLaneCutsTheFold(t *testing.T) {
+	n := testenv.StartNATS(t, "")
+	first := testenv.PublishWorkload(t, n.JS, 0, []testenv.Message{{Body: `{"event":"e","distinct_id":"a","$set":{"x":1}}`}})
+	store := testenv.ClickHouse(t)
+	cfg := laneConfig("cut", true)
+	// A first run commits, so the lane is live at the next start; with
+	// small batches, as the lane takes nothing where the intents say an
+	// uncommitted write may reach (BatchSize beyond the last batch).
+	runUntil(t, cfg, n.JS, store, first)
+	cfg.BatchSize = 4000
+
+	backlog := make([]testenv.Message, 4000)
+	for k := range backlog {
+		backlog[k] = testenv.Message{Body: fmt.Sprintf(`{"event":"e","distinct_id":"b%d","$set":{"n":%d}}`, k%1000, k)}
+	}
+	last := publishBacklog(t, n.JS, 1, 3, backlog)
+
+	hook := &gateHook{min: 2000, entered: make(chan uint64, 1), cmd: make(chan uint64, 1)}
+	cfg.Hook = hook
+	ing, err := New(cfg, n.JS, store, quietLogger(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook.ing = ing
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- ing.Run(ctx) }()
+	var heldLast uint64
+	select {
+	case heldLast = <-hook.entered:
+	case err := <-done:
+		t.Fatalf("ingester stopped: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("no batch of 2,000 messages or more reached the hook")
+	}
+	ack, err := testenv.Publish(context.Background(), n.JS, 1, testenv.Message{
+		Body:    `{"event":"$set","distinct_id":"a","$set":{"x":2},"properties":{"$actor":{"key_id":"k","organization_id":"o"}}}`,
+		Command: true}, uuid.NewString(), time.Date(2026, 4, 2, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook.cmd <- ack.Sequence
+
+	watch := watchProgress(t, n.JS, cfg.Consumer)
+	if err := watch.Wait(context.Background(), 1, ack.Sequence, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	s, err := n.JS.Stream(context.Background(), LaneStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := s.GetLastMsgForSubject(context.Background(), ing.laneSubject())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec laneRecord
+	if err := json.Unmarshal(raw.Data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Seq != ack.Sequence || rec.After >= heldLast {
+		t.Fatalf("record %+v; want the command %d folded inside the held batch (before its last seq %d)", rec, ack.Sequence, heldLast)
+	}
+	t.Logf("command %d folded after seq %d; the held batch ran to %d", rec.Seq, rec.After, heldLast)
+
+	testenv.WaitCommitted(t, store, cfg.Consumer, ack.Sequence, 3*time.Minute)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if committed, err := store.LastCommitted(context.Background(), cfg.Consumer); err != nil || committed < last {
+		t.Fatalf("committed %d, %v; want the whole backlog (%d)", committed, err, last)
+	}
+	rebuilt := testenv.ClickHouse(t)
+	runUntil(t, laneConfig("rebuild", false), n.JS, rebuilt, ack.Sequence)
+	if got, want := testenv.Snapshot(t, rebuilt), testenv.Snapshot(t, store); got != want {
+		t.Fatalf("a rebuild differs from the run that cut the fold:\n%s", testenv.FirstDiff(got, want))
+	}
+}
+
+// watchProgress follows the consumer's watermarks (its own and its
+// lane's) as the API does, until the test ends.
+func watchProgress(t *testing.T, js jetstream.JetStream, consumer string) *progress.Partitions {
+	t.Helper()
+	kv, err := progress.Open(context.Background(), js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch, err := progress.WatchPartitions(context.Background(), kv, consumer, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(watch.Stop)
+	return watch
+}
