@@ -132,3 +132,24 @@ var (
 	KeyReadCtx = keyReadCtx
 	LoaderCtx  = loaderCtx
 )
+
+// SetMarkClock sets the clock of the pages kept by watermark
+// (listmark.go), and MarkHits is how many pages they answered.
+func (s *Store) SetMarkClock(now func() time.Time) {
+	s.marks.mu.Lock()
+	defer s.marks.mu.Unlock()
+	s.marks.now = now
+}
+
+func (s *Store) MarkHits() uint64 {
+	s.marks.mu.Lock()
+	defer s.marks.mu.Unlock()
+	return s.marks.hits
+}
+
+// ForgetMarks drops the pages kept by watermark (benchmarks).
+func (s *Store) ForgetMarks() {
+	s.marks.mu.Lock()
+	defer s.marks.mu.Unlock()
+	clear(s.marks.by)
+}

@@ -25,10 +25,7 @@ func TestRestoreHourlyCounts(t *testing.T) {
 	store := testenv.ClickHouse(t)
 	ctx := context.Background()
 	hour := time.Date(2024, 3, 5, 10, 0, 0, 0, time.UTC)
-	row := func(seq uint64, event, did string, person uint64, at time.Duration, props string) chstore.EventRow {
-		return chstore.EventRow{ProjectID: 1, UUID: uuid.New(), Event: event, DistinctID: did, PersonID: person,
-			Timestamp: hour.Add(at), Properties: props, Seq: seq}
-	}
+	row := hourlyRow(hour)
 	rows := []chstore.EventRow{
 		row(1, "a", "d1", 7, time.Minute, "{}"),
 		row(2, "a", "d1", 7, 59*time.Minute, "{}"),        // the same key
@@ -42,12 +39,12 @@ func TestRestoreHourlyCounts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	exec("DETACH TABLE events_hourly_mv")
+	exec("DETACH TABLE events_hourly_rows_mv")
 	exec("DETACH TABLE events_first_seq_mv")
 	if err := store.WriteRows(ctx, rows, fold.Batch{}); err != nil {
 		t.Fatal(err)
 	}
-	exec("ATTACH TABLE events_hourly_mv")
+	exec("ATTACH TABLE events_hourly_rows_mv")
 	exec("ATTACH TABLE events_first_seq_mv")
 	// Key b counted 5 (where events holds 1), another key 7, and the
 	// first key once already (its second row lost).
@@ -100,13 +97,13 @@ func TestRestoreHourlyCountsOfAFullBatch(t *testing.T) {
 		rows[i] = chstore.EventRow{ProjectID: 1, UUID: uuid.New(), Event: "a", DistinctID: fmt.Sprintf("d%d", i),
 			PersonID: uint64(i + 1), Timestamp: hour.Add(time.Duration(i) * time.Second), Properties: "{}", Seq: uint64(i + 1)}
 	}
-	if err := store.Conn().Exec(ctx, "DETACH TABLE events_hourly_mv"); err != nil {
+	if err := store.Conn().Exec(ctx, "DETACH TABLE events_hourly_rows_mv"); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.WriteRows(ctx, rows, fold.Batch{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Conn().Exec(ctx, "ATTACH TABLE events_hourly_mv"); err != nil {
+	if err := store.Conn().Exec(ctx, "ATTACH TABLE events_hourly_rows_mv"); err != nil {
 		t.Fatal(err)
 	}
 	written, err := store.WrittenEvents(ctx, rows)
@@ -118,5 +115,42 @@ func TestRestoreHourlyCountsOfAFullBatch(t *testing.T) {
 	}
 	if got := testenv.QueryText(t, store, "SELECT count(), sum(events) FROM events_hourly"); got != fmt.Sprintf("%d\t%d\t\n", n, n) {
 		t.Fatalf("events_hourly rows and sum: %q, want %d of 1", got, n)
+	}
+}
+
+// TestHourlyViewCountsEachEvent: events_hourly_rows_mv (schema 0018) writes
+// one row of count 1 for each counted events row, with no GROUP BY over
+// the inserted block (the grouping cost more server CPU than the rows it
+// saved: docs/performance.md, h/g1v); the sums per key readers take are
+// the events' counts, the API's $actor events left out, as before.
+func TestHourlyViewCountsEachEvent(t *testing.T) {
+	at := hourlyRow(time.Date(2024, 6, 1, 8, 0, 0, 0, time.UTC))
+	rows := []chstore.EventRow{
+		at(10, "view", "u1", 3, 0, "{}"),
+		at(11, "$set", "u1", 3, time.Second, `{"$actor":{"id":2}}`), // not counted
+		at(12, "view", "u1", 3, 30*time.Minute, "{}"),               // the key of 10, the same block
+		at(13, "click", "u2", 4, 0, "{}"),
+		at(14, "view", "u1", 3, 59*time.Minute, "{}"), // and again
+	}
+	store := testenv.ClickHouse(t)
+	if err := store.WriteRows(context.Background(), rows, fold.Batch{}); err != nil {
+		t.Fatal(err)
+	}
+	want := "1\tclick\t2024-06-01 08:00:00 +0000 UTC\tu2\t4\t1\t\n" +
+		"1\tview\t2024-06-01 08:00:00 +0000 UTC\tu1\t3\t3\t\n"
+	if got := testenv.QueryText(t, store, testenv.HourlySumsSQL); got != want {
+		t.Fatalf("events_hourly sums:\n%s\nwant\n%s", got, want)
+	}
+	// One insert, one part: nothing merged the rows yet.
+	if got := testenv.QueryText(t, store, "SELECT count(), max(events) FROM events_hourly"); got != "4\t1\t\n" {
+		t.Fatalf("events_hourly rows, largest count: %q, want 4 rows of 1 (one per counted event)", got)
+	}
+}
+
+// hourlyRow makes events rows of project 1 at an offset from hour.
+func hourlyRow(hour time.Time) func(seq uint64, event, did string, person uint64, at time.Duration, props string) chstore.EventRow {
+	return func(seq uint64, event, did string, person uint64, at time.Duration, props string) chstore.EventRow {
+		return chstore.EventRow{ProjectID: 1, UUID: uuid.New(), Event: event, DistinctID: did, PersonID: person,
+			Timestamp: hour.Add(at), Properties: props, Seq: seq}
 	}
 }

@@ -29,19 +29,53 @@ func (q ListQuery) unfiltered() bool {
 
 // listUnfiltered answers an unfiltered page; ok is false when the project
 // has no maintained count yet (the caller takes the general path). slots
-// false takes the windows' path for every page (a test's A/B).
+// false takes the windows' path for every page (a test's A/B). A page
+// whose keys were read at q.Mark is answered from them (listmark.go).
 func (s *Store) listUnfiltered(ctx context.Context, q ListQuery, slots bool) ([]PersonRecord, uint64, bool, error) {
-	if q.Offset+q.Limit <= shallowRows {
-		list, total, done, err := s.firstWindowPage(ctx, q)
-		if err != nil || done {
-			return list, total, done, err
+	for {
+		if kept, ok := s.marks.page(q.ProjectID, q.Mark, q.Offset, q.Limit); ok {
+			list, ok, err := s.pageRows(ctx, q.ProjectID, kept.keys)
+			if err != nil || ok {
+				return list, kept.total, err == nil, err
+			}
+			// A row merged away since under a newer version: read again.
+		}
+		wait, done := s.marks.claim(q.ProjectID, q.Mark, q.Offset, q.Limit)
+		if wait == nil {
+			defer done()
+			break
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, 0, false, ctx.Err()
 		}
 	}
-	total, newest, ok, err := s.LiveCount(ctx, q.ProjectID)
+	if q.Offset+q.Limit <= shallowRows {
+		keys, total, newest, done, err := s.firstWindowKeys(ctx, q)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		if done {
+			list, ok, err := s.pageRows(ctx, q.ProjectID, keys)
+			if err != nil {
+				return nil, 0, false, err
+			}
+			if ok {
+				// The count too: a deeper page at this watermark
+				// then reads no count (it needs it to place its slots).
+				s.marks.putCount(q.ProjectID, q.Mark, total, newest)
+				s.marks.putPage(q.ProjectID, q.Mark, q.Offset, q.Limit, keys, total)
+				return list, total, true, nil
+			}
+		}
+	}
+	total, newest, ok, err := s.markedLiveCount(ctx, q)
 	if err != nil || !ok {
 		return nil, 0, false, err
 	}
 	if uint64(q.Offset) >= total {
+		s.marks.putPage(q.ProjectID, q.Mark, q.Offset, q.Limit, nil, total)
 		return nil, total, true, nil
 	}
 	var keys []pageRow
@@ -51,7 +85,7 @@ func (s *Store) listUnfiltered(ctx context.Context, q ListQuery, slots bool) ([]
 			return nil, 0, false, fmt.Errorf("list persons: %w", err)
 		}
 		if deep {
-			list, err := s.materialiseKeys(ctx, q.ProjectID, keys)
+			list, err := s.materialiseKeys(ctx, q, keys, total)
 			return list, total, true, err
 		}
 	}
@@ -75,8 +109,20 @@ func (s *Store) listUnfiltered(ctx context.Context, q ListQuery, slots bool) ([]
 			break
 		}
 	}
-	list, err := s.materialiseKeys(ctx, q.ProjectID, keys)
+	list, err := s.materialiseKeys(ctx, q, keys, total)
 	return list, total, true, err
+}
+
+// markedLiveCount is LiveCount, kept by q.Mark (listmark.go).
+func (s *Store) markedLiveCount(ctx context.Context, q ListQuery) (live uint64, newest time.Time, ok bool, err error) {
+	if live, newest, ok := s.marks.count(q.ProjectID, q.Mark); ok {
+		return live, newest, true, nil
+	}
+	live, newest, ok, err = s.LiveCount(ctx, q.ProjectID)
+	if err == nil && ok {
+		s.marks.putCount(q.ProjectID, q.Mark, live, newest)
+	}
+	return live, newest, ok, err
 }
 
 // queryKeys runs a statement reading person_order's rid and version: a
@@ -98,13 +144,19 @@ func (s *Store) queryKeys(ctx context.Context, sql string, args ...any) ([]pageR
 	return out, rows.Err()
 }
 
-// materialiseKeys returns the rows of a page's keys at their versions
-// (pageRows: the row cache, then a read at those versions), or, when a
-// key is ahead of persons mid-batch, the newest rows through FINAL.
-func (s *Store) materialiseKeys(ctx context.Context, project uint64, keys []pageRow) ([]PersonRecord, error) {
+// materialiseKeys returns the rows of q's page's keys at their versions
+// (pageRows: the row cache, then a read at those versions; the keys are
+// then kept by q.Mark with total), or, when a key is ahead of persons
+// mid-batch, the newest rows through FINAL.
+func (s *Store) materialiseKeys(ctx context.Context, q ListQuery, keys []pageRow, total uint64) ([]PersonRecord, error) {
+	project := q.ProjectID
 	list, ok, err := s.pageRows(ctx, project, keys)
-	if err != nil || ok {
-		return list, err
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		s.marks.putPage(project, q.Mark, q.Offset, q.Limit, keys, total)
+		return list, nil
 	}
 	ids := make([]uint64, len(keys))
 	for i, k := range keys {

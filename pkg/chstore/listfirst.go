@@ -62,12 +62,13 @@ func (h *firstHints) set(project uint64, v firstHint) {
 // pageRow is a person of a page and the version to show.
 type pageRow struct{ id, version uint64 }
 
-// firstWindowPage returns the page and the count when the project's hint
-// gives a window holding the whole page; done is false otherwise.
-func (s *Store) firstWindowPage(ctx context.Context, q ListQuery) (list []PersonRecord, total uint64, done bool, err error) {
+// firstWindowKeys returns the page's keys and the count (with the newest
+// created_at) when the project's hint gives a window holding the whole
+// page; done is false otherwise.
+func (s *Store) firstWindowKeys(ctx context.Context, q ListQuery) (page []pageRow, total uint64, newest time.Time, done bool, err error) {
 	hint, ok := s.firstHints.get(q.ProjectID)
 	if !ok {
-		return nil, 0, false, nil
+		return nil, 0, newest, false, nil
 	}
 	// The join drops the page when person_counts has no row for the
 	// project. The page's persons come at the versions of their keys:
@@ -82,31 +83,26 @@ func (s *Store) firstWindowPage(ctx context.Context, q ListQuery) (list []Person
 		WHERE project_id = ? AND rank <= ? AND is_deleted = 0 ORDER BY rank, rid LIMIT ?, ?`,
 		q.ProjectID, q.ProjectID, orderRank(hint.newest.Add(-orderWindows[hint.window])), q.Offset, q.Limit)
 	if err != nil {
-		return nil, 0, false, fmt.Errorf("list persons: %w", err)
+		return nil, 0, newest, false, fmt.Errorf("list persons: %w", err)
 	}
 	defer rows.Close()
-	var newest time.Time
-	var page []pageRow
 	for rows.Next() {
 		var r pageRow
 		var rid uint64
 		if err := rows.Scan(&rid, &r.version, &total, &newest); err != nil {
-			return nil, 0, false, fmt.Errorf("list persons: %w", err)
+			return nil, 0, newest, false, fmt.Errorf("list persons: %w", err)
 		}
 		r.id = idOfRID(rid)
 		page = append(page, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, false, fmt.Errorf("list persons: %w", err)
+		return nil, 0, newest, false, fmt.Errorf("list persons: %w", err)
 	}
 	if len(page) < q.Limit {
-		return nil, 0, false, nil
+		return nil, 0, newest, false, nil
 	}
 	s.firstHints.set(q.ProjectID, firstHint{newest: newest, window: hint.window})
-	if list, ok, err = s.pageRows(ctx, q.ProjectID, page); err != nil || !ok {
-		return nil, 0, false, err
-	}
-	return list, total, true, nil
+	return page, total, newest, true, nil
 }
 
 // pageRows returns the rows of page at their versions, in its order: from

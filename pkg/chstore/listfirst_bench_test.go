@@ -26,13 +26,7 @@ func BenchmarkFirstPageRowCacheAB(b *testing.B) {
 	store := testenv.ClickHouse(b)
 	ctx := context.Background()
 	const project = 7
-	newest := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	writePersons(b, store, n, func(id int) fold.PersonRow {
-		return fold.PersonRow{ProjectID: project, ID: uint64(id), Version: uint64(id),
-			Properties: map[string]any{"email": fmt.Sprintf("user%d@example.com", id), "name": fmt.Sprintf("User %d", id), "plan": "free",
-				"visits": id % 500, "initial_referrer": fmt.Sprintf("https://www.search.example.org/?q=term%d", id%10000), "signup_page": "/pricing"},
-			DistinctIDs: []string{fmt.Sprintf("d%d", id)}, CreatedAt: newest.Add(-time.Duration(n-id) * 8 * time.Second)}
-	})
+	writeListPersons(b, store, project, n)
 	type variant struct {
 		name  string
 		store *chstore.Store
@@ -124,4 +118,16 @@ func reportP99(b *testing.B, took map[string][]time.Duration) {
 	for k, d := range took {
 		b.ReportMetric(float64(d[len(d)*99/100].Microseconds())/1000, k+"/p99-ms")
 	}
+}
+
+// writeListPersons writes n persons of project with the bench's
+// properties, created 8 s apart up to a fixed newest.
+func writeListPersons(b *testing.B, store *chstore.Store, project uint64, n int) {
+	newest := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	writePersons(b, store, n, func(id int) fold.PersonRow {
+		return fold.PersonRow{ProjectID: project, ID: uint64(id), Version: uint64(id),
+			Properties: map[string]any{"email": fmt.Sprintf("user%d@example.com", id), "name": fmt.Sprintf("User %d", id), "plan": "free",
+				"visits": id % 500, "initial_referrer": fmt.Sprintf("https://www.search.example.org/?q=term%d", id%10000), "signup_page": "/pricing"},
+			DistinctIDs: []string{fmt.Sprintf("d%d", id)}, CreatedAt: newest.Add(-time.Duration(n-id) * 8 * time.Second)}
+	})
 }

@@ -36,6 +36,9 @@ type ListQuery struct {
 	Properties propfilter.Clause
 	Limit      int // 0: no limit
 	Offset     int
+	// Mark is the ingester's watermark read before the query: an
+	// unfiltered page is kept by it (listmark.go).
+	Mark Watermark
 }
 
 // readCtx keeps filters after FINAL: moving a WHERE on a non-key column to

@@ -83,7 +83,8 @@ type Store struct {
 	// firstHints place the windows of shallow unfiltered pages
 	// (listfirst.go).
 	firstHints *firstHints
-	rows       *rowCache // the list pages' rows by version (rowcache.go)
+	rows       *rowCache    // the list pages' rows by version (rowcache.go)
+	marks      *markedLists // unfiltered pages by watermark (listmark.go)
 }
 
 // Open connects and pings. It creates the database when it is missing, so
@@ -121,7 +122,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
 	s := &Store{conn: &classifyingConn{Conn: conn, gate: g}, database: cfg.Database, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex(),
-		firstHints: &firstHints{by: map[uint64]firstHint{}}, rows: newRowCache(cfg.RowCacheBytes)}
+		firstHints: &firstHints{by: map[uint64]firstHint{}}, rows: newRowCache(cfg.RowCacheBytes), marks: newMarkedLists()}
 	return s, nil
 }
 

@@ -56,6 +56,13 @@ func (a *API) listPersons(w http.ResponseWriter, r *http.Request) error {
 		ProjectID: proj.ID, DistinctID: q.Get("distinct_id"), Email: q.Get("email"),
 		Search: q.Get("search"), Properties: filter, Limit: win.Limit, Offset: win.Offset,
 	}
+	if a.writes != nil && a.writes.Progress != nil {
+		// Read before the page: an unfiltered page is kept by it
+		// (pkg/chstore/listmark.go), so a PATCH this process answered
+		// (its wait saw the watermark pass) is never hidden by it.
+		c, l := a.writes.Progress.Marks(proj.ID)
+		query.Mark = chstore.Watermark{Committed: c, Lane: l, Known: true}
+	}
 	start := time.Now()
 	return a.queryPersons(w, r, query, win, csv, func(results []person.Person, total uint64) {
 		next, prev := a.pageLinks(r, win, total)
