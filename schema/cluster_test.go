@@ -30,18 +30,22 @@ type table struct {
 func tables(t *testing.T, st *chstore.Store, db string) map[string]table {
 	t.Helper()
 	ctx := context.Background()
-	rows, err := st.Conn().Query(ctx, `SELECT name, engine, engine_full, partition_key, sorting_key FROM system.tables WHERE database = ?`, db)
+	rows, err := st.Conn().Query(ctx, `SELECT name, engine, engine_full, partition_key, sorting_key, create_table_query FROM system.tables WHERE database = ?`, db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]table{}
 	for rows.Next() {
-		var name, engine, full, part, sort string
-		if err := rows.Scan(&name, &engine, &full, &part, &sort); err != nil {
+		var name, engine, full, part, sort, create string
+		if err := rows.Scan(&name, &engine, &full, &part, &sort, &create); err != nil {
 			t.Fatal(err)
 		}
 		if engine == "MaterializedView" {
-			out[name] = table{engine: engine}
+			// With its query, so that a migration replacing a view
+			// of the cluster DDL (over events_local) by one over the
+			// Distributed table shows.
+			_, query, _ := strings.Cut(create, " AS SELECT ")
+			out[name] = table{engine: engine + " AS SELECT " + query}
 			continue
 		}
 		// The engine with its arguments and settings (index_granularity).
