@@ -74,7 +74,9 @@ type options struct {
 	purgeRuns  int    // G7's measurement repeated on fresh copies (the first is the goal's row)
 	g5fSizes   string // comma-separated persons, overriding the plan's G5f sizes
 	niceProbe  int    // rounds of G4's interleaved ingester-niceness probe; 0: none
+	mergeProbe int    // rounds of G4's interleaved merges on/off probe; 0: none
 	writeLane  bool   // the ingester's -write-lane
+	g6Load     int    // PATCHes while ingesting, overriding the plan's
 }
 
 func main() {
@@ -92,6 +94,7 @@ func main() {
 	fs.StringVar(&o.out, "out", "bench/results", "folder for the JSON results and profiles")
 	fs.Uint64Var(&o.seed, "seed", 42, "dataset seed")
 	fs.DurationVar(&o.soak, "soak", -1, "soak duration (default 10m in full mode, none in quick mode; 0 skips)")
+	fs.IntVar(&o.g6Load, "g6-load-patches", 0, "G6: PATCHes while ingesting (default 40; quick 8, whose p99 is the worst of 8: more make quick A/B pairs readable)")
 	fs.IntVar(&o.soakRate, "soak-rate", 0, "events per second during the soak (default 4000)")
 	var ceiling int64
 	fs.Int64Var(&ceiling, "rss-ceiling-mib", 1024, "documented ingester RSS ceiling (G8) at the default max-cached-persons")
@@ -100,6 +103,7 @@ func main() {
 	fs.IntVar(&o.purgeRuns, "purge-runs", 1, "G7: purge fresh copies of the tables this many times, raw and deleter back to back each time (the first pair is G7's row; all are logged and kept in the JSON)")
 	fs.StringVar(&o.g5fSizes, "g5f-sizes", "", "G5f's project sizes in persons, comma-separated (default 100000,1000000,5000000; quick 100000; \"none\" skips G5f)")
 	fs.IntVar(&o.niceProbe, "g4-nice-probe", 0, "after G4 while ingesting, this many rounds of GET person c=1 with the ingester child at niceness 0 and at its own (INGESTER_NICE, or 10) in turn, and its ingest rate in each (needs root to set 0 back; docs/performance.md, \"h/g4l\"); 0: none")
+	fs.IntVar(&o.mergeProbe, "g4-merge-probe", 0, "after G4 while ingesting, this many rounds of GET person c=1 with ClickHouse's merges started and stopped in turn (SYSTEM START/STOP MERGES), and the ingest rate in each (docs/performance.md, \"h/g4m\"); 0: none")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
@@ -136,6 +140,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if p.soakRate == 0 {
 		p.soakRate = 4000
+	}
+	if o.g6Load > 0 {
+		p.patchLoad = o.g6Load
 	}
 	if o.g5fSizes != "" {
 		sizes, err := parseSizes(o.g5fSizes)

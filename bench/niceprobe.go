@@ -21,11 +21,6 @@ import (
 // CAP_SYS_NICE (root); without it the probe says so and does nothing.
 // Off unless -g4-nice-probe is given (docs/performance.md, "h/g4l").
 func (s *session) niceProbe(ctx context.Context, ops *readOps, rounds int) {
-	type side struct {
-		raw, api []time.Duration
-		events   float64
-		secs     float64
-	}
 	start, err := syscall.Getpriority(syscall.PRIO_PROCESS, s.ing.pid)
 	if err != nil {
 		s.lg.f("nice probe: %v; skipped", err)
@@ -38,29 +33,46 @@ func (s *session) niceProbe(ctx context.Context, ops *readOps, rounds int) {
 	if nice == 0 {
 		nice = appconfig.IngesterNice
 	}
-	sides := map[int]*side{0: {}, nice: {}}
+	levels := []int{0, nice}
+	s.probeSides(ctx, ops, rounds, "nice probe",
+		[]string{"ingester nice " + strconv.Itoa(levels[0]), "ingester nice " + strconv.Itoa(levels[1])},
+		func(i int) error { return setProcessNice(s.ing.pid, levels[i]) })
+}
+
+// probeSides is the loop of G4's interleaved A/B probes (niceProbe,
+// mergeProbe): with the backlog kept full, for `rounds` rounds, each side
+// in turn is set (set(i)), then GET person at c=1 is measured (bare driver
+// and HTTP API, 1.5 s each) with the events the ingester folded meanwhile;
+// each side's figures are logged under its name. A failing set ends the
+// probe.
+func (s *session) probeSides(ctx context.Context, ops *readOps, rounds int, probe string, names []string, set func(i int) error) {
+	type side struct {
+		raw, api []time.Duration
+		events   float64
+		secs     float64
+	}
+	sides := make([]side, len(names))
 	for r := 0; r < rounds && ctx.Err() == nil; r++ {
-		for _, n := range []int{0, nice} {
-			if err := setProcessNice(s.ing.pid, n); err != nil {
-				s.lg.f("nice probe: %v; skipped", err)
+		for i := range names {
+			if err := set(i); err != nil {
+				s.lg.f("%s: %s: %v; skipped", probe, names[i], err)
 				return
 			}
-			time.Sleep(300 * time.Millisecond) // let the scheduler settle
+			time.Sleep(300 * time.Millisecond) // let the change settle
 			e0, t0 := s.ing.metric("ingester_events_total"), time.Now()
 			b := budget{N: 100_000, Max: 1500 * time.Millisecond}
 			raw := measureOnce(ctx, 1, b, r*1000, ops.rawGet)
 			api := measureOnce(ctx, 1, b, r*1000+500, ops.apiGet)
-			sd := sides[n]
+			sd := &sides[i]
 			sd.raw, sd.api = append(sd.raw, raw.lat...), append(sd.api, api.lat...)
 			sd.events += s.ing.metric("ingester_events_total") - e0
 			sd.secs += time.Since(t0).Seconds()
 		}
 	}
-	for _, n := range []int{0, nice} {
-		sd := sides[n]
+	for i, sd := range sides {
 		raw, api := summarize(sd.raw), summarize(sd.api)
-		s.lg.f("nice probe: ingester nice %2d: GET person c=1 bare n=%d p50=%.2f p90=%.2f p99=%.2f ms, HTTP API n=%d p50=%.2f p90=%.2f p99=%.2f ms; ingest %.0f events/s",
-			n, raw.N, raw.P50ms, raw.P90ms, raw.P99ms, api.N, api.P50ms, api.P90ms, api.P99ms, sd.events/sd.secs)
+		s.lg.f("%s: %s: GET person c=1 bare n=%d p50=%.2f p90=%.2f p99=%.2f ms, HTTP API n=%d p50=%.2f p90=%.2f p99=%.2f ms; ingest %.0f events/s",
+			probe, names[i], raw.N, raw.P50ms, raw.P90ms, raw.P99ms, api.N, api.P50ms, api.P90ms, api.P99ms, sd.events/sd.secs)
 	}
 }
 

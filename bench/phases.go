@@ -143,6 +143,9 @@ func (s *session) reads(ctx context.Context) error {
 	if s.o.niceProbe > 0 {
 		s.niceProbe(ctx, &ops, s.o.niceProbe)
 	}
+	if s.o.mergeProbe > 0 {
+		s.mergeProbe(ctx, &ops, s.o.mergeProbe)
+	}
 	pt, vis, pending, perr := s.api.patchVisible(ctx, patchIDs[len(patchIDs)/2:], p.patchLoad, "load")
 	pt.Load, vis.Load = "ingesting", "ingesting"
 	s.res.Project.PatchLoad = [2]Latency{pt, vis}

@@ -32,7 +32,7 @@ import (
 // what reading a person by key costs). Keep in step with that file.
 const (
 	sqlPersonColumns = "id, uuid, properties, distinct_ids, created_at, is_identified"
-	sqlGetPerson     = "SELECT " + sqlPersonColumns + " FROM persons FINAL WHERE project_id = ? AND id = ? AND is_deleted = 0 ORDER BY id DESC LIMIT 1"
+	sqlGetPerson     = "SELECT " + sqlPersonColumns + " FROM persons FINAL PREWHERE project_id = ? AND id = ? WHERE is_deleted = 0 ORDER BY id DESC LIMIT 1"
 	// listFilter is the property filter of the filtered list runs.
 	listFilter = `[{"key":"plan","value":"enterprise","operator":"exact","type":"person"}]`
 )
@@ -40,6 +40,13 @@ const (
 // rawCtx carries the setting the store's reads carry.
 func rawCtx(ctx context.Context) context.Context {
 	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_move_to_prewhere": 0}))
+}
+
+// rawKeyCtx carries the settings of the store's key reads (keyReadCtx in
+// pkg/chstore/persons.go): GET person's baseline runs at the same
+// ClickHouse priority as the store's GetPerson.
+func rawKeyCtx(ctx context.Context) context.Context {
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_move_to_prewhere": 0, "priority": 1}))
 }
 
 // rawScan reads person rows as the bare driver gives them (no JSON
@@ -63,7 +70,7 @@ func rawScan(rows driver.Rows) (int, error) {
 }
 
 func rawGetPerson(ctx context.Context, conn driver.Conn, project, id uint64) error {
-	rows, err := conn.Query(rawCtx(ctx), sqlGetPerson, project, id)
+	rows, err := conn.Query(rawKeyCtx(ctx), sqlGetPerson, project, id)
 	if err != nil {
 		return err
 	}
