@@ -35,6 +35,7 @@ func TestNATSRestarted(t *testing.T) {
 	}
 	l.assertNo5xx(t)
 	l.assertOnly(t, "nats down", "GET", 200, 404)
+	l.assertOnly(t, "nats down", "LIST", 200)
 	// A write is answered within its publish timeout (5 s), so with one
 	// write in flight per worker, each spans phases: 503 when NATS stayed
 	// down for the whole timeout, 202 when it came back in time (the
@@ -57,6 +58,7 @@ func TestNATSRestarted(t *testing.T) {
 		t.Errorf("no PATCH answered 503 while NATS was down: %v", l.answers)
 	}
 	l.assertOnly(t, "up", "GET", 200, 404)
+	l.assertOnly(t, "up", "LIST", 200)
 
 	testenv.WaitCommitted(t, s.store, "ingester", s.lastSeq(), time.Minute)
 	s.stop(srv, "api")
