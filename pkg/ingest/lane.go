@@ -255,18 +255,33 @@ func (i *Ingester) takeLane(ctx context.Context, last uint64) ([]chstore.EventRo
 	if !l.live.Load() || last <= l.lastAfter || last <= i.intents.overlap {
 		return nil, nil
 	}
+	// The commands' lookups are made a chunk at a time (Prepare, as for
+	// a batch), not per command: one per command made a burst of API
+	// deletions (each naming a person not in the cache) cost a read of
+	// persons and one of distinct ids per command. The chunks grow
+	// eightfold (1, 8, 64, 512), so a head the lane cannot take yet
+	// costs one command's lookups, and a burst of 1,000 five Prepares.
+	// Apply takes each input's state as the fold has it by then, as in
+	// a batch prepared whole.
 	var taken []fold.Input
 	var rows []chstore.EventRow
-	for _, m := range queue {
-		in, mine, ok := i.laneInput(m, last)
+	ins := make([]fold.Input, len(queue))
+	mines, oks := make([]bool, len(queue)), make([]bool, len(queue))
+	for k, prepared, chunk := 0, 0, 1; k < len(queue); k++ {
+		m := queue[k]
+		if k == prepared {
+			end := min(len(queue), k+chunk)
+			if err := i.prepareLane(ctx, queue[k:end], last, ins[k:end], mines[k:end], oks[k:end]); err != nil {
+				return nil, err
+			}
+			prepared, chunk = end, chunk*8
+		}
+		in, mine, ok := ins[k], mines[k], oks[k]
 		if l.ahead[m.seq] || !mine {
 			l.through.Store(max(l.through.Load(), m.seq))
 			continue // taken already; or another partition's
 		}
 		if ok {
-			if err := i.folder.Prepare(ctx, []fold.Input{in}); err != nil {
-				return nil, err
-			}
 			ready, err := i.folder.LaneReady(ctx, in)
 			if err != nil {
 				return nil, err
@@ -303,6 +318,33 @@ func (i *Ingester) takeLane(ctx context.Context, last uint64) ([]chstore.EventRo
 	l.after[last], l.lastAfter = msgs, last
 	l.taken = max(l.taken, taken[len(taken)-1].Origin)
 	return rows, nil
+}
+
+// prepareLane reads the commands msgs as inputs folded after last into
+// ins (mine and ok as laneInput says), and prepares those the lane may
+// take in one Prepare.
+func (i *Ingester) prepareLane(ctx context.Context, msgs []laneMsg, last uint64, ins []fold.Input, mine, ok []bool) error {
+	var at []int
+	for k, m := range msgs {
+		ins[k], mine[k], ok[k] = i.laneInput(m, last)
+		if mine[k] && ok[k] && !i.lane.ahead[m.seq] {
+			at = append(at, k)
+		}
+	}
+	if len(at) == 0 {
+		return nil
+	}
+	prep := make([]fold.Input, len(at))
+	for j, k := range at {
+		prep[j] = ins[k]
+	}
+	if err := i.folder.Prepare(ctx, prep); err != nil {
+		return err
+	}
+	for j, k := range at {
+		ins[k] = prep[j] // with what Prepare found
+	}
+	return nil
 }
 
 // laneWaiting reports whether a command the lane may take arrived after
