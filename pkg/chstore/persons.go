@@ -1,9 +1,11 @@
 package chstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,19 +93,30 @@ const personColumns = "id, uuid, properties, distinct_ids, created_at, is_identi
 // where builds the filter of a list query; p is search='s gram probe
 // (Store.searchGrams).
 func (q ListQuery) where(p gramProbe) (string, []any) {
-	conds := []string{"project_id = ?", "is_deleted = 0"}
-	args := []any{q.ProjectID}
+	key, kargs, tests, targs := q.filter(p)
+	return key + " AND " + tests, append(kargs, targs...)
+}
+
+// filter is where in two parts: key, conditions on the key (project_id,
+// and id for the indexed filters), safe in a PREWHERE under FINAL since
+// every version of a person has the same key; and tests, the conditions
+// on the newest row, which must come after FINAL.
+func (q ListQuery) filter(p gramProbe) (key string, kargs []any, tests string, targs []any) {
+	keys := []string{"project_id = ?"}
+	kargs = []any{q.ProjectID}
+	conds := []string{"is_deleted = 0"}
 	if q.DistinctID != "" {
-		conds = append(conds, "id IN ("+distinctIDOwner+")")
-		args = append(args, q.ProjectID, q.DistinctID)
+		keys = append(keys, "id IN ("+distinctIDOwner+")")
+		kargs = append(kargs, q.ProjectID, q.DistinctID)
 	}
 	// Each indexed filter also names its candidates by id, the key, so
 	// FINAL reads their granules only; the test on the newest row stays
 	// (person_emails holds old emails too).
 	if q.Email != "" {
-		conds = append(conds, "id IN (SELECT id FROM person_emails WHERE project_id = ? AND email = ?)",
-			"property_values[indexOf(property_keys, 'email')] = ?")
-		args = append(args, q.ProjectID, q.Email, q.Email)
+		keys = append(keys, "id IN (SELECT id FROM person_emails WHERE project_id = ? AND email = ?)")
+		kargs = append(kargs, q.ProjectID, q.Email)
+		conds = append(conds, "property_values[indexOf(property_keys, 'email')] = ?")
+		targs = append(targs, q.Email)
 	}
 	if q.Search != "" {
 		cands, cargs := searchCandidates(q.ProjectID, q.Search, p)
@@ -111,22 +124,27 @@ func (q ListQuery) where(p gramProbe) (string, []any) {
 			"positionCaseInsensitiveUTF8(property_values[indexOf(property_keys, 'email')], ?) > 0",
 			"id IN (" + distinctIDOwner + ")",
 		}
-		args = append(args, cargs...)
-		args = append(args, q.Search, q.ProjectID, q.Search)
+		targs = append(targs, q.Search, q.ProjectID, q.Search)
 		if u, err := uuid.Parse(q.Search); err == nil {
 			or = append(or, "uuid = ?")
-			args = append(args, u)
+			targs = append(targs, u)
 		}
 		// The candidates name the granules FINAL reads; the tests on the
 		// newest row decide.
-		conds = append(conds, "id IN ("+cands+")", "("+strings.Join(or, " OR ")+")")
+		keys = append(keys, "id IN ("+cands+")")
+		kargs = append(kargs, cargs...)
+		conds = append(conds, "("+strings.Join(or, " OR ")+")")
 	}
 	if q.Properties.SQL != "" {
 		conds = append(conds, q.Properties.SQL)
-		args = append(args, q.Properties.Args...)
+		targs = append(targs, q.Properties.Args...)
 	}
-	return strings.Join(conds, " AND "), args
+	return strings.Join(keys, " AND "), kargs, strings.Join(conds, " AND "), targs
 }
+
+// fewMatches bounds the page end (offset + limit) of an indexed filter's
+// list answered by one statement (listFew).
+const fewMatches = 200
 
 // ListPersons returns one page, newest first (created_at, then id), and
 // the number of matching persons.
@@ -152,8 +170,14 @@ func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, u
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: %w", err)
 	}
-	where, args := q.where(probe)
-	rows, err := s.conn.Query(probeCtx(ctx, probe), "SELECT id, toUInt32(created_at) FROM persons FINAL WHERE "+where, args...)
+	key, kargs, tests, targs := q.filter(probe)
+	if end := q.Offset + q.Limit; q.Limit > 0 && end <= fewMatches {
+		list, total, ok, err := s.listFew(probeCtx(ctx, probe), q, key, tests, append(kargs, targs...))
+		if err != nil || ok {
+			return list, total, err
+		}
+	}
+	rows, err := s.conn.Query(probeCtx(ctx, probe), "SELECT id, toUInt32(created_at) FROM persons FINAL PREWHERE "+key+" WHERE "+tests, append(kargs, targs...)...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: %w", err)
 	}
@@ -171,6 +195,30 @@ func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, u
 	}
 	list, err := s.materialise(ctx, q.ProjectID, pageIDs(sortedForList(matches), q))
 	return list, uint64(len(matches)), err
+}
+
+// listFew answers an indexed filter's page in one statement when the
+// filter matches at most the page's end (offset + limit) persons: their
+// full rows are read at once, up to one more than that, and sorted here.
+// A distinct id has one owner and an email is usually one person's, so
+// this is the usual case; ok is false when more matched (the caller then
+// reads every match narrow, and the page's rows by key).
+func (s *Store) listFew(ctx context.Context, q ListQuery, key, tests string, args []any) ([]PersonRecord, uint64, bool, error) {
+	end := q.Offset + q.Limit
+	found, _, err := s.queryVersioned(ctx, q.ProjectID, "SELECT "+personColumns+", version FROM persons FINAL PREWHERE "+key+" WHERE "+tests+" LIMIT ?", append(args, end+1)...)
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("list persons: %w", err)
+	}
+	if len(found) > end {
+		return nil, 0, false, nil
+	}
+	slices.SortFunc(found, func(a, b PersonRecord) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+	return found[min(q.Offset, len(found)):], uint64(len(found)), true, nil
 }
 
 // exportCtx is readCtx with small result blocks: the driver holds a whole
