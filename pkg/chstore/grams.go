@@ -95,12 +95,12 @@ func (s *Store) writePersonEmailGrams(ctx context.Context, persons []fold.Person
 // term's rarest gram names few, and the test of its rows' emails leaves
 // the persons whose email contains the term (or did: old emails' rows
 // stay). The sizes are found by counting each probed gram's key range up
-// to a cap (the count stops there), inside the candidates' statement (a
-// scalar subquery, which ClickHouse runs first and whose result selects
-// the key range), so the probe costs at most probedGrams x cap key rows
-// and no round trip. When every probed gram reaches the cap, the one read
-// is chosen by name among them: at worst a range as long as the scan of
-// person_emails it replaces.
+// to a cap (the count stops there), so the probe costs at most
+// probedGrams x cap key rows, and are kept a while (gramsizes.go): a
+// gram's size changes slowly, and which gram is read changes the cost of
+// a search, never its result. When every probed gram reaches the cap,
+// the one read is chosen by name among them: at worst a range as long as
+// the scan of person_emails it replaces.
 const (
 	probedGrams = 6 // grams of a long term probed (spread over it)
 	minGramCap  = 1024
@@ -112,11 +112,12 @@ const (
 	gramCapShare = 256
 )
 
-// gramProbe is what the candidates' statement needs to choose search='s
-// rarest gram: the grams to count and the cap of each count.
+// gramProbe is search='s choice of gram: the grams probed, the cap of
+// each count, and the rarest of them, the one read.
 type gramProbe struct {
-	grams []string
-	limit uint64
+	grams  []string
+	limit  uint64
+	rarest string
 }
 
 // searchGrams is the probe of q's search term, or none when the email
@@ -132,26 +133,58 @@ func (s *Store) searchGrams(ctx context.Context, q ListQuery) (gramProbe, error)
 	} else if ok {
 		p.limit = min(max(live/gramCapShare, minGramCap), maxGramCap)
 	}
+	sizes, err := s.gramSizesOf(ctx, q.ProjectID, p)
+	if err != nil {
+		return gramProbe{}, err
+	}
+	// The smallest count, then the first by name (among grams at the
+	// cap, an arbitrary but stable choice).
+	p.rarest = p.grams[0]
+	for _, g := range p.grams[1:] {
+		if n, r := sizes[g], sizes[p.rarest]; n < r || (n == r && g < p.rarest) {
+			p.rarest = g
+		}
+	}
 	return p, nil
 }
 
-// rarest is a scalar subquery naming the probe's rarest gram, and its
-// arguments.
-func (p gramProbe) rarest(projectID uint64) (string, []any) {
-	parts := make([]string, len(p.grams))
-	args := make([]any, 0, 3*len(p.grams))
-	for i, g := range p.grams {
-		parts[i] = "SELECT ? AS gram, count() AS n FROM (SELECT 1 FROM person_email_grams WHERE project_id = ? AND gram = ? LIMIT ?)"
-		args = append(args, g, projectID, g, p.limit)
+// gramSizesOf returns the capped count of each of p's grams in project's
+// person_email_grams: those kept (gramsizes.go), and the others counted in
+// one statement.
+func (s *Store) gramSizesOf(ctx context.Context, project uint64, p gramProbe) (map[string]uint64, error) {
+	sizes, missing := s.gramSizes.get(project, p.grams, p.limit)
+	if len(missing) == 0 {
+		return sizes, nil
 	}
-	return "(SELECT gram FROM (" + strings.Join(parts, " UNION ALL ") + ") ORDER BY n, gram LIMIT 1)", args
+	parts := make([]string, len(missing))
+	args := make([]any, 0, 3*len(missing))
+	for i, g := range missing {
+		parts[i] = "SELECT ? AS gram, count() AS n FROM (SELECT 1 FROM person_email_grams WHERE project_id = ? AND gram = ? LIMIT ?)"
+		args = append(args, g, project, g, p.limit)
+	}
+	rows, err := s.conn.Query(probeCtx(ctx, p), strings.Join(parts, " UNION ALL "), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var g string
+		var n uint64
+		if err := rows.Scan(&g, &n); err != nil {
+			return nil, err
+		}
+		sizes[g] = n
+		s.gramSizes.put(project, g, n, p.limit)
+	}
+	return sizes, rows.Err()
 }
 
-// probeCtx is readCtx for a statement holding a probe: blocks of a
-// granule, one stream. A count stops at its LIMIT only between blocks, and
-// the default block (65,536 rows) or streams reading ahead would read the
-// common grams far past the cap. The settings apply to the whole
-// statement, which besides reads the candidates' granules of persons.
+// probeCtx is readCtx for the probe's counts and the search's candidates:
+// blocks of a granule, one stream. A count stops at its LIMIT only between
+// blocks, and the default block (65,536 rows) or streams reading ahead
+// would read the common grams far past the cap. The candidates' statement
+// reads a gram's key range and the candidates' granules of persons, small
+// reads that one stream serves best.
 func probeCtx(ctx context.Context, p gramProbe) context.Context {
 	if len(p.grams) == 0 {
 		return ctx

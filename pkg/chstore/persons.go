@@ -106,8 +106,10 @@ func (q ListQuery) filter(p gramProbe) (key string, kargs []any, tests string, t
 	kargs = []any{q.ProjectID}
 	conds := []string{"is_deleted = 0"}
 	if q.DistinctID != "" {
-		keys = append(keys, "id IN ("+distinctIDOwner+")")
+		keys = append(keys, "id IN ("+distinctIDOwners+")")
 		kargs = append(kargs, q.ProjectID, q.DistinctID)
+		conds = append(conds, "has(distinct_ids, ?)")
+		targs = append(targs, q.DistinctID)
 	}
 	// Each indexed filter also names its candidates by id, the key, so
 	// FINAL reads their granules only; the test on the newest row stays
@@ -122,9 +124,9 @@ func (q ListQuery) filter(p gramProbe) (key string, kargs []any, tests string, t
 		cands, cargs := searchCandidates(q.ProjectID, q.Search, p)
 		or := []string{
 			"positionCaseInsensitiveUTF8(property_values[indexOf(property_keys, 'email')], ?) > 0",
-			"id IN (" + distinctIDOwner + ")",
+			"has(distinct_ids, ?)",
 		}
-		targs = append(targs, q.Search, q.ProjectID, q.Search)
+		targs = append(targs, q.Search, q.Search)
 		if u, err := uuid.Parse(q.Search); err == nil {
 			or = append(or, "uuid = ?")
 			targs = append(targs, u)

@@ -7,9 +7,12 @@ import (
 	"github.com/google/uuid"
 )
 
-// distinctIDOwner is the live owner of a distinct id (arguments: project,
-// distinct id), read by key.
-const distinctIDOwner = "SELECT person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id = ? AND is_deleted = 0"
+// distinctIDOwners names every person that has owned a distinct id
+// (arguments: project, distinct id), read by key without FINAL: a superset
+// of its live owner, for a list's key condition. The list's test on the
+// newest row, has(distinct_ids, ?), decides, as the person shown does:
+// its distinct_ids are the ones the API returns.
+const distinctIDOwners = "SELECT person_id FROM person_distinct_ids WHERE project_id = ? AND distinct_id = ?"
 
 // searchCandidates is a statement naming a superset of the persons that
 // search= matches (an email containing the term, case-insensitively; the
@@ -34,15 +37,14 @@ func searchCandidates(projectID uint64, term string, p gramProbe) (string, []any
 	args := []any{projectID, term}
 	switch {
 	case len(p.grams) > 0:
-		rarest, rargs := p.rarest(projectID)
-		email = `SELECT id FROM person_email_grams WHERE project_id = ? AND gram = ` + rarest + ` AND (email = '' OR position(email, ?) > 0)
+		email = `SELECT id FROM person_email_grams WHERE project_id = ? AND gram = ? AND (email = '' OR position(email, ?) > 0)
 			UNION ALL SELECT id FROM person_email_grams WHERE project_id = ? AND gram = ''`
-		args = append(append([]any{projectID}, rargs...), strings.ToLower(term), projectID)
+		args = []any{projectID, p.rarest, strings.ToLower(term), projectID}
 	case isASCII(term):
 		email = "SELECT id FROM person_emails WHERE project_id = ? AND (position(folded, ?) > 0 OR folded = '')"
 		args = []any{projectID, strings.ToLower(term)}
 	}
-	sql := email + " UNION ALL " + distinctIDOwner
+	sql := email + " UNION ALL " + distinctIDOwners
 	args = append(args, projectID, term)
 	if u, err := uuid.Parse(term); err == nil {
 		// uuid never changes between versions: any row names the id.

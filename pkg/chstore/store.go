@@ -85,6 +85,7 @@ type Store struct {
 	firstHints *firstHints
 	rows       *rowCache    // the list pages' rows by version (rowcache.go)
 	marks      *markedLists // unfiltered pages by watermark (listmark.go)
+	gramSizes  *gramSizes   // search='s probed grams (gramsizes.go)
 }
 
 // Open connects and pings. It creates the database when it is missing, so
@@ -122,7 +123,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
 	s := &Store{conn: &classifyingConn{Conn: conn, gate: g}, database: cfg.Database, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex(),
-		firstHints: &firstHints{by: map[uint64]firstHint{}}, rows: newRowCache(cfg.RowCacheBytes), marks: newMarkedLists()}
+		firstHints: &firstHints{by: map[uint64]firstHint{}}, rows: newRowCache(cfg.RowCacheBytes), marks: newMarkedLists(), gramSizes: newGramSizes()}
 	return s, nil
 }
 
