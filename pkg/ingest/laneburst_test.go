@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/testenv"
 )
@@ -102,6 +103,62 @@ func TestWriteLaneTakesABurstWithFewLookups(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d reads of persons for %d commands", counter.persons.Load(), persons)
+	ref := testenv.ClickHouse(t)
+	runUntil(t, laneConfig("rebuild", false), n.JS, ref, last)
+	if got, want := testenv.Snapshot(t, store), testenv.Snapshot(t, ref); got != want {
+		t.Fatalf("the lane's run differs from a rebuild:\n%s", testenv.FirstDiff(got, want))
+	}
+}
+
+// TestWriteLaneTakesAnIdleBurstInFewBatches: 2,000 API deletions published
+// at once to an idle ingester are folded in a few batches. The lane took
+// a window of commands per batch that counted the ones it had taken
+// already (queued until the main consumer passes them), so after the
+// first batch each took one new command and ended one message later:
+// 1,001 batches here, 10,000 API deletions in ~10 minutes at 1M persons
+// (G7's queueing). The result equals a rebuild with the lane off.
+func TestWriteLaneTakesAnIdleBurstInFewBatches(t *testing.T) {
+	n := testenv.StartNATS(t, "")
+	store := testenv.ClickHouse(t)
+	const persons = 2000
+	msgs := make([]testenv.Message, persons)
+	for k := range msgs {
+		msgs[k] = testenv.Message{Body: fmt.Sprintf(`{"event":"e","distinct_id":"d%d","$set":{"n":%d}}`, k, k)}
+	}
+	created := publishBacklog(t, n.JS, 0, 1, msgs)
+	cfg := laneConfig("laned", true)
+	cfg.BatchSize = 5000
+	cancel, done := startIngester(t, cfg, n.JS, store)
+	defer cancel()
+	testenv.WaitCommitted(t, store, cfg.Consumer, created, time.Minute)
+	batches := func() uint64 {
+		var n uint64
+		if err := store.Conn().QueryRow(context.Background(), "SELECT count() FROM ingest_batches WHERE consumer = ?", cfg.Consumer).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := batches()
+	burst := make([]testenv.Message, 0, persons)
+	for k := range persons {
+		// Person ids are their creating sequences: 1..persons.
+		burst = append(burst, testenv.DeletePerson(uint64(k+1)))
+	}
+	last := publishBacklog(t, n.JS, persons, 1, burst)
+	testenv.WaitCommitted(t, store, cfg.Consumer, last, 3*time.Minute)
+	took := batches() - before
+	records := laneRecords(t, n.JS)
+	t.Logf("%d batches, %d commands by the lane", took, records)
+	if took > 50 {
+		t.Fatalf("%d batches for a burst of %d commands", took, persons)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if live, _, err := store.ListPersons(context.Background(), chstore.ListQuery{ProjectID: 1, Limit: 10}); err != nil || len(live) != 0 {
+		t.Fatalf("after deleting every person: %d listed (%v)", len(live), err)
+	}
 	ref := testenv.ClickHouse(t)
 	runUntil(t, laneConfig("rebuild", false), n.JS, ref, last)
 	if got, want := testenv.Snapshot(t, store), testenv.Snapshot(t, ref); got != want {
