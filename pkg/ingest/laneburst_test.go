@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/testenv"
@@ -23,6 +25,18 @@ func (c *lookupCounter) LoadPersons(ctx context.Context, project uint64, ids []u
 	return c.Store.LoadPersons(ctx, project, ids)
 }
 
+// publishPersons publishes n events to project 1, each creating the
+// person of distinct id d<k> (person id k+1), and returns the last
+// sequence.
+func publishPersons(t *testing.T, js jetstream.JetStream, n int) uint64 {
+	t.Helper()
+	msgs := make([]testenv.Message, n)
+	for k := range msgs {
+		msgs[k] = testenv.Message{Body: fmt.Sprintf(`{"event":"e","distinct_id":"d%d","$set":{"n":%d}}`, k, k)}
+	}
+	return publishBacklog(t, js, 0, 1, msgs)
+}
+
 // TestWriteLaneTakesABurstWithFewLookups: a burst of API commands (300
 // deletions and property writes, as a client deleting persons in a loop
 // of concurrent requests makes) is taken by the lane with a few reads of
@@ -32,11 +46,7 @@ func TestWriteLaneTakesABurstWithFewLookups(t *testing.T) {
 	n := testenv.StartNATS(t, "")
 	store := testenv.ClickHouse(t)
 	const persons = 300
-	msgs := make([]testenv.Message, persons)
-	for k := range msgs {
-		msgs[k] = testenv.Message{Body: fmt.Sprintf(`{"event":"e","distinct_id":"d%d","$set":{"n":%d}}`, k, k)}
-	}
-	created := publishBacklog(t, n.JS, 0, 1, msgs)
+	created := publishPersons(t, n.JS, persons)
 	cfg := laneConfig("laned", true)
 	counter := &lookupCounter{Store: store}
 	cancel, done := startIngester(t, cfg, n.JS, counter)
@@ -121,11 +131,7 @@ func TestWriteLaneTakesAnIdleBurstInFewBatches(t *testing.T) {
 	n := testenv.StartNATS(t, "")
 	store := testenv.ClickHouse(t)
 	const persons = 2000
-	msgs := make([]testenv.Message, persons)
-	for k := range msgs {
-		msgs[k] = testenv.Message{Body: fmt.Sprintf(`{"event":"e","distinct_id":"d%d","$set":{"n":%d}}`, k, k)}
-	}
-	created := publishBacklog(t, n.JS, 0, 1, msgs)
+	created := publishPersons(t, n.JS, persons)
 	cfg := laneConfig("laned", true)
 	cfg.BatchSize = 5000
 	cancel, done := startIngester(t, cfg, n.JS, store)
