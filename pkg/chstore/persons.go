@@ -1,7 +1,6 @@
 package chstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -166,20 +165,23 @@ func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, u
 		return s.listByProperties(ctx, q)
 	}
 	// The other filters name their candidates by key (a distinct id's
-	// owner, person_emails), so their matches are few: one statement
-	// reads them all, narrow, and gives both the count and the page.
+	// past owners, person_emails), so their matches are few: one
+	// statement reads their full rows when they fit the page's end
+	// (listFew); else one reads them all, narrow, and gives both the
+	// count and the page's ids.
 	probe, err := s.searchGrams(ctx, q)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: %w", err)
 	}
 	key, kargs, tests, targs := q.filter(probe)
+	args := slices.Clip(append(kargs, targs...))
 	if end := q.Offset + q.Limit; q.Limit > 0 && end <= fewMatches {
-		list, total, ok, err := s.listFew(probeCtx(ctx, probe), q, key, tests, append(kargs, targs...))
+		list, total, ok, err := s.listFew(probeCtx(ctx, probe), q, key, tests, args)
 		if err != nil || ok {
 			return list, total, err
 		}
 	}
-	rows, err := s.conn.Query(probeCtx(ctx, probe), "SELECT id, toUInt32(created_at) FROM persons FINAL PREWHERE "+key+" WHERE "+tests, append(kargs, targs...)...)
+	rows, err := s.conn.Query(probeCtx(ctx, probe), "SELECT id, toUInt32(created_at) FROM persons FINAL PREWHERE "+key+" WHERE "+tests, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: %w", err)
 	}
@@ -215,10 +217,8 @@ func (s *Store) listFew(ctx context.Context, q ListQuery, key, tests string, arg
 		return nil, 0, false, nil
 	}
 	slices.SortFunc(found, func(a, b PersonRecord) int {
-		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.ID, a.ID)
+		return compareForList(propCandidate{id: a.ID, createdAt: uint32(a.CreatedAt.Unix())},
+			propCandidate{id: b.ID, createdAt: uint32(b.CreatedAt.Unix())})
 	})
 	return found[min(q.Offset, len(found)):], uint64(len(found)), true, nil
 }

@@ -262,6 +262,8 @@ func (i *Ingester) takeLane(ctx context.Context, last uint64) ([]chstore.EventRo
 			break
 		}
 		if l.ahead[m.seq] {
+			// Taken already (maybe by an earlier tenure, from its
+			// records): through passes it.
 			l.through.Store(max(l.through.Load(), m.seq))
 			continue
 		}
@@ -293,9 +295,9 @@ func (i *Ingester) takeLane(ctx context.Context, last uint64) ([]chstore.EventRo
 			prepared, chunk = end, chunk*8
 		}
 		in, mine, ok := ins[k], mines[k], oks[k]
-		if l.ahead[m.seq] || !mine {
+		if !mine {
 			l.through.Store(max(l.through.Load(), m.seq))
-			continue // taken already; or another partition's
+			continue // another partition's
 		}
 		if ok {
 			ready, err := i.folder.LaneReady(ctx, in)
@@ -343,7 +345,7 @@ func (i *Ingester) prepareLane(ctx context.Context, msgs []laneMsg, last uint64,
 	var at []int
 	for k, m := range msgs {
 		ins[k], mine[k], ok[k] = i.laneInput(m, last)
-		if mine[k] && ok[k] && !i.lane.ahead[m.seq] {
+		if mine[k] && ok[k] {
 			at = append(at, k)
 		}
 	}
