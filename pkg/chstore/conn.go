@@ -45,13 +45,16 @@ func (g *gate) acquire(ctx context.Context) (func(), error) {
 // statement first takes a slot of the gate, and every error it returns,
 // however late (a Scan, rows.Err, a batch's Send), passes through Classify.
 // Packages that take a driver.Conn from Store.Conn (activity, deletion,
-// plugins) get the same treatment.
+// plugins) get the same treatment. A writer's statements get their query
+// ids here too (writer.go).
 type classifyingConn struct {
 	driver.Conn
-	gate *gate
+	gate     *gate
+	database string // a writer's query ids name it
 }
 
 func (c *classifyingConn) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
+	ctx = c.withQueryID(ctx)
 	release, err := c.gate.acquire(ctx)
 	if err != nil {
 		return nil, Classify(err)
@@ -65,6 +68,7 @@ func (c *classifyingConn) Query(ctx context.Context, query string, args ...any) 
 }
 
 func (c *classifyingConn) QueryRow(ctx context.Context, query string, args ...any) driver.Row {
+	ctx = c.withQueryID(ctx)
 	release, err := c.gate.acquire(ctx)
 	if err != nil {
 		return errRow{Classify(err)}
@@ -76,10 +80,12 @@ func (c *classifyingConn) QueryRow(ctx context.Context, query string, args ...an
 }
 
 func (c *classifyingConn) Select(ctx context.Context, dest any, query string, args ...any) error {
+	ctx = c.withQueryID(ctx)
 	return c.do(ctx, func() error { return c.Conn.Select(ctx, dest, query, args...) })
 }
 
 func (c *classifyingConn) Exec(ctx context.Context, query string, args ...any) error {
+	ctx = c.withQueryID(ctx)
 	return c.do(ctx, func() error { return c.Conn.Exec(ctx, query, args...) })
 }
 
@@ -88,6 +94,7 @@ func (c *classifyingConn) Ping(ctx context.Context) error {
 }
 
 func (c *classifyingConn) AsyncInsert(ctx context.Context, query string, wait bool, args ...any) error {
+	ctx = c.withQueryID(ctx)
 	return c.do(ctx, func() error { return c.Conn.AsyncInsert(ctx, query, wait, args...) }) //nolint:staticcheck // forwarded as is
 }
 
@@ -101,6 +108,7 @@ func (c *classifyingConn) do(ctx context.Context, fn func() error) error {
 }
 
 func (c *classifyingConn) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	ctx = c.withQueryID(ctx)
 	release, err := c.gate.acquire(ctx)
 	if err != nil {
 		return nil, Classify(err)
