@@ -144,6 +144,10 @@ type Store interface {
 	// events rows ahead of its end (grow.go).
 	WriteRows(ctx context.Context, events []chstore.EventRow, b fold.Batch) error
 	LastCommitted(ctx context.Context, consumer string) (uint64, error)
+	// SettleWriter ends the consumer's statements an earlier tenure (or
+	// a failed attempt) left running on the server, before recovery
+	// reads what they wrote (chstore/writer.go).
+	SettleWriter(ctx context.Context, consumer string) error
 	// The intents and the lookup that keep one events row per message
 	// (dedupe.go).
 	WriteIntent(ctx context.Context, consumer string, first, through uint64) error
@@ -282,6 +286,9 @@ func (i *Ingester) Run(ctx context.Context) error {
 // run is one tenure of the lease: it returns errLeaseLost when the lease
 // was lost, any other error when the ingester must stop.
 func (i *Ingester) run(ctx context.Context) error {
+	// Every statement names the consumer, so the next tenure can end
+	// those still running when this one ends (recover).
+	ctx = chstore.AsWriter(ctx, i.cfg.Consumer)
 	ctx, lost := context.WithCancelCause(ctx)
 	defer lost(nil)
 	streams := i.cfg.Streams
@@ -412,10 +419,16 @@ func (i *Ingester) run(ctx context.Context) error {
 
 // recover reads the last committed sequence; rows above it belong to a
 // batch that was being written when the process stopped, and reach at
-// most as far as the intents say.
+// most as far as the intents say. It first ends the consumer's statements
+// still running on the server: a killed ingester's last insert may still
+// be writing, and what recovery reads must be final.
 func (i *Ingester) recover(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
-		seq, err := i.store.LastCommitted(ctx, i.cfg.Consumer)
+		err := i.store.SettleWriter(ctx, i.cfg.Consumer)
+		var seq uint64
+		if err == nil {
+			seq, err = i.store.LastCommitted(ctx, i.cfg.Consumer)
+		}
 		if err == nil {
 			err = i.readIntents(ctx)
 		}
@@ -435,7 +448,7 @@ func (i *Ingester) recover(ctx context.Context) error {
 			i.store.ForgetCounts(i.cfg.Consumer)
 			return nil
 		}
-		i.log.Warn("cannot read commit markers (or repair person_order)", "err", err)
+		i.log.Warn("cannot settle the consumer's statements, read commit markers or repair person_order", "err", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
