@@ -153,3 +153,23 @@ func (s *Store) ForgetMarks() {
 	defer s.marks.mu.Unlock()
 	clear(s.marks.by)
 }
+
+// GramProbes is how many statements of capped gram counts search= made
+// (gramsizes.go).
+func (s *Store) GramProbes() int {
+	s.gramSizes.mu.Lock()
+	defer s.gramSizes.mu.Unlock()
+	return s.gramSizes.probes
+}
+
+// OnGramCensus calls f when a project's gram census load ends, and moves
+// the census clock by age (0: the real clock).
+func (s *Store) OnGramCensus(f func(project uint64), age time.Duration) {
+	s.gramSizes.mu.Lock()
+	defer s.gramSizes.mu.Unlock()
+	s.gramSizes.censusLoaded = f
+	s.gramSizes.now = func() time.Time { return time.Now().Add(age) }
+}
+
+// GramSizeLife is how long a kept gram size or census serves as young.
+const GramSizeLife = gramSizeLife

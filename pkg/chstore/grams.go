@@ -133,9 +133,12 @@ func (s *Store) searchGrams(ctx context.Context, q ListQuery) (gramProbe, error)
 	} else if ok {
 		p.limit = min(max(live/gramCapShare, minGramCap), maxGramCap)
 	}
-	sizes, err := s.gramSizesOf(ctx, q.ProjectID, p)
-	if err != nil {
-		return gramProbe{}, err
+	sizes, ok := s.gramSizes.fromCensus(q.ProjectID, p.grams)
+	if !ok {
+		var err error
+		if sizes, err = s.gramSizesOf(ctx, q.ProjectID, p); err != nil {
+			return gramProbe{}, err
+		}
 	}
 	// The smallest count, then the first by name (among grams at the
 	// cap, an arbitrary but stable choice).
@@ -156,6 +159,9 @@ func (s *Store) gramSizesOf(ctx context.Context, project uint64, p gramProbe) (m
 	if len(missing) == 0 {
 		return sizes, nil
 	}
+	s.gramSizes.mu.Lock()
+	s.gramSizes.probes++
+	s.gramSizes.mu.Unlock()
 	parts := make([]string, len(missing))
 	args := make([]any, 0, 3*len(missing))
 	for i, g := range missing {

@@ -11,7 +11,7 @@ import (
 // gramSizeLife.
 func TestGramSizesKeptUnderCaps(t *testing.T) {
 	now := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
-	g := newGramSizes()
+	g := newGramSizes(nil)
 	g.now = func() time.Time { return now }
 	g.put(1, "abc", 10, 1024)   // exact
 	g.put(1, "use", 1024, 1024) // at its cap: 1024 or more

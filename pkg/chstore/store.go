@@ -123,7 +123,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
 	s := &Store{conn: &classifyingConn{Conn: conn, gate: g, database: cfg.Database}, database: cfg.Database, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex(),
-		firstHints: &firstHints{by: map[uint64]firstHint{}}, rows: newRowCache(cfg.RowCacheBytes), marks: newMarkedLists(), gramSizes: newGramSizes()}
+		firstHints: &firstHints{by: map[uint64]firstHint{}}, rows: newRowCache(cfg.RowCacheBytes), marks: newMarkedLists()}
+	s.gramSizes = newGramSizes(s.gramCensus)
 	return s, nil
 }
 
