@@ -190,12 +190,14 @@ func (s *Store) gramSizesOf(ctx context.Context, project uint64, p gramProbe) (m
 // blocks, and the default block (65,536 rows) or streams reading ahead
 // would read the common grams far past the cap. The candidates' statement
 // reads a gram's key range and the candidates' granules of persons, small
-// reads that one stream serves best.
+// reads that one stream serves best. Its settings replace the caller's,
+// so it keeps keyReadCtx's priority itself: a user waits for these as for
+// any list page (an export's few candidates share it).
 func probeCtx(ctx context.Context, p gramProbe) context.Context {
 	if len(p.grams) == 0 {
 		return ctx
 	}
-	return boundCtx(ctx, clickhouse.Settings{"optimize_move_to_prewhere": 0, "max_block_size": minGramCap, "max_threads": 1})
+	return boundCtx(ctx, clickhouse.Settings{"optimize_move_to_prewhere": 0, "max_block_size": minGramCap, "max_threads": 1, "priority": keyReadPriority})
 }
 
 // spread is at most n of grams, evenly spaced, the first and last kept

@@ -57,9 +57,12 @@ func readCtx(ctx context.Context) context.Context {
 // (G4: GET person while ingesting); analysis, exports and the ingester's
 // inserts and merges take no part. The cost is the ingester's: its
 // lookups wait while API reads run (docs/performance.md, "h/reads").
+// Background reads the API makes for itself (search='s gram census) come
+// last, behind both.
 const (
-	keyReadPriority = 1
-	loaderPriority  = 2
+	keyReadPriority    = 1
+	loaderPriority     = 2
+	backgroundPriority = 3
 )
 
 // keyReadCtx is readCtx for the API's reads by key (GET person, the list's
