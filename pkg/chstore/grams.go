@@ -127,8 +127,9 @@ const (
 	gramCapShare = 256
 )
 
-// gramProbe is search='s choice of gram: the grams probed, the cap of
-// each count, and the rarest of them, the one read.
+// gramProbe is search='s choice of gram: the grams weighed (all of the
+// term's with the census, a spread few when probed), the cap of each
+// probe's count (0 with the census), and the rarest of them, the one read.
 type gramProbe struct {
 	grams  []string
 	limit  uint64
@@ -142,14 +143,18 @@ func (s *Store) searchGrams(ctx context.Context, q ListQuery) (gramProbe, error)
 	if len(q.Search) < 3 || !isASCII(q.Search) {
 		return gramProbe{}, nil
 	}
-	p := gramProbe{grams: spread(trigrams(q.Search), probedGrams), limit: maxGramCap}
-	if live, _, ok, err := s.LiveCount(ctx, q.ProjectID); err != nil {
-		return gramProbe{}, err
-	} else if ok {
-		p.limit = min(max(live/gramCapShare, minGramCap), maxGramCap)
-	}
-	sizes, ok := s.gramSizes.fromCensus(q.ProjectID, p.grams)
+	// The census knows every gram, so every gram of the term is a
+	// choice, and no cap applies; the probe counts a spread few.
+	all := trigrams(q.Search)
+	p := gramProbe{grams: all}
+	sizes, ok := s.gramSizes.fromCensus(q.ProjectID, all)
 	if !ok {
+		p = gramProbe{grams: spread(all, probedGrams), limit: maxGramCap}
+		if live, _, ok, err := s.LiveCount(ctx, q.ProjectID); err != nil {
+			return gramProbe{}, err
+		} else if ok {
+			p.limit = min(max(live/gramCapShare, minGramCap), maxGramCap)
+		}
 		var err error
 		if sizes, err = s.gramSizesOf(ctx, q.ProjectID, p); err != nil {
 			return gramProbe{}, err
