@@ -52,6 +52,8 @@ func childMain(args []string) error {
 	fs.DurationVar(&cfg.BatchWait, "batch-wait", cfg.BatchWait, "ingest BatchWait")
 	fs.IntVar(&cfg.MaxCachedPersons, "max-cached-persons", cfg.MaxCachedPersons, "ingest MaxCachedPersons")
 	fs.BoolVar(&cfg.WriteLane, "write-lane", cfg.WriteLane, "ingest WriteLane")
+	fs.DurationVar(&cfg.GrowFor, "grow-for", cfg.GrowFor, "ingest GrowFor")
+	fs.IntVar(&cfg.GrowPersons, "grow-persons", cfg.GrowPersons, "ingest GrowPersons")
 	// As cmd/ingester: its default niceness, or INGESTER_NICE (for A/B runs).
 	var env appconfig.EnvReader
 	nice := fs.Int("nice", env.Int("INGESTER_NICE", appconfig.IngesterNice), "CPU niceness (env INGESTER_NICE)")
@@ -169,7 +171,8 @@ func startIngester(natsURL, chAddr, db, logPath string, cfg ingest.Config) (*ing
 	}
 	cmd := exec.Command(exe, childCommand, "-nats-url", natsURL, "-clickhouse-addr", chAddr, "-database", db,
 		"-log", logPath, "-batch-size", strconv.Itoa(cfg.BatchSize), "-batch-wait", cfg.BatchWait.String(),
-		"-max-cached-persons", strconv.Itoa(cfg.MaxCachedPersons), "-write-lane="+strconv.FormatBool(cfg.WriteLane))
+		"-max-cached-persons", strconv.Itoa(cfg.MaxCachedPersons), "-write-lane="+strconv.FormatBool(cfg.WriteLane),
+		"-grow-for", cfg.GrowFor.String(), "-grow-persons", strconv.Itoa(cfg.GrowPersons))
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()

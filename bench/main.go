@@ -76,7 +76,9 @@ type options struct {
 	niceProbe  int    // rounds of G4's interleaved ingester-niceness probe; 0: none
 	mergeProbe int    // rounds of G4's interleaved merges on/off probe; 0: none
 	writeLane  bool   // the ingester's -write-lane
-	g6Load     int    // PATCHes while ingesting, overriding the plan's
+	growFor    time.Duration
+	growPers   int
+	g6Load     int // PATCHes while ingesting, overriding the plan's
 }
 
 func main() {
@@ -91,6 +93,8 @@ func main() {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.BoolVar(&o.quick, "quick", false, "small dataset (~50k events), under two minutes")
 	fs.BoolVar(&o.writeLane, "write-lane", ingest.DefaultConfig().WriteLane, "run the ingester with its write lane (its default): API writes folded ahead of the capture backlog (G6); -write-lane=false for the log order")
+	fs.DurationVar(&o.growFor, "grow-for", ingest.DefaultConfig().GrowFor, "the ingester's -grow-for (batches that grow with the backlog; its default)")
+	fs.IntVar(&o.growPers, "grow-persons", ingest.DefaultConfig().GrowPersons, "the ingester's -grow-persons (its default)")
 	fs.StringVar(&o.out, "out", "bench/results", "folder for the JSON results and profiles")
 	fs.Uint64Var(&o.seed, "seed", 42, "dataset seed")
 	fs.DurationVar(&o.soak, "soak", -1, "soak duration (default 10m in full mode, none in quick mode; 0 skips)")
@@ -193,6 +197,7 @@ func run(ctx context.Context, o options) error {
 	s := &session{o: o, p: p, res: res, lg: lg, tmp: tmp, ch: ch, n: n, profile: profile,
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: ingest.DefaultConfig()}
 	s.cfg.WriteLane = o.writeLane
+	s.cfg.GrowFor, s.cfg.GrowPersons = o.growFor, o.growPers
 	res.Ingester = s.cfg
 	err = s.run(ctx)
 	s.close()

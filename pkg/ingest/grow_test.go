@@ -3,6 +3,8 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,4 +156,46 @@ func TestGrownBatchCrashes(t *testing.T) {
 		}
 		wantOneRowPerMessage(t, store, ref)
 	}
+}
+
+// sizeLimitStore refuses a commit of more than limit persons, writing
+// nothing of it, as a server does whose timeout or memory a statement
+// exceeds.
+type sizeLimitStore struct {
+	*chstore.Store
+	limit   int
+	refused atomic.Int64
+}
+
+func (s *sizeLimitStore) WriteBatch(ctx context.Context, events []chstore.EventRow, b fold.Batch, m chstore.BatchMarker) error {
+	if len(b.Persons) > s.limit {
+		s.refused.Add(1)
+		return fmt.Errorf("%d persons in one commit: refused", len(b.Persons))
+	}
+	return s.Store.WriteBatch(ctx, events, b, m)
+}
+
+// TestGrownBatchTooLargeIsCapped: a grown batch without a bound on its
+// persons whose commit the store refuses does not fail in the same place
+// forever: the next grown batches hold half the failed one's persons
+// (dirtyBound), and the tables end as a run of BatchSize batches.
+func TestGrownBatchTooLargeIsCapped(t *testing.T) {
+	n := testenv.StartNATS(t, "")
+	last := testenv.PublishWorkload(t, n.JS, 0, testenv.Workload(3, 600, 200))
+	store := &sizeLimitStore{Store: testenv.ClickHouse(t), limit: 60}
+	cfg := testConfig("capped")
+	cfg.BatchSize, cfg.GrowFor, cfg.AckWait, cfg.GrowPersons = 16, 20*time.Second, time.Minute, 0
+	runUntil(t, cfg, n.JS, store, last)
+	if store.refused.Load() == 0 {
+		t.Fatal("no commit was refused: the test does not test the cap")
+	}
+	ref := testenv.ClickHouse(t)
+	refCfg := testConfig("reference")
+	refCfg.BatchSize, refCfg.GrowFor = 16, 0
+	runUntil(t, refCfg, n.JS, ref, last)
+	if got, want := testenv.Snapshot(t, store.Store), testenv.Snapshot(t, ref); got != want {
+		t.Fatalf("capped grown batches differ from BatchSize batches:\n%s", testenv.FirstDiff(got, want))
+	}
+	wantOneRowPerMessage(t, store.Store, ref)
+	t.Logf("%d commits refused", store.refused.Load())
 }

@@ -199,6 +199,10 @@ type Ingester struct {
 	// regrows counts grown batches failed in a row, for the backoff
 	// (grow.go).
 	regrows int
+	// growCap bounds grown batches' changed persons after one failed
+	// (0: none); capKept counts grown commits since it last moved
+	// (grow.go, dirtyBound).
+	growCap, capKept int
 	// refoldThrough: messages up to it may have been folded (and rows
 	// of theirs written) by a grown batch that failed: they are folded
 	// again as redeliveries, as a retry of a batch in hand is.
@@ -345,7 +349,7 @@ func (i *Ingester) run(ctx context.Context) error {
 		batch, err := i.collect(ctx, iter, nil, 0)
 		if err == nil && i.growing(batch) {
 			var failed error
-			err, failed = i.grow(ctx, iter, batch)
+			batch, err, failed = i.grow(ctx, iter, batch)
 			var regrow *regrowError
 			switch {
 			case errors.As(failed, &regrow):
@@ -356,7 +360,6 @@ func (i *Ingester) run(ctx context.Context) error {
 			case failed != nil:
 				return stopped(ctx, failed)
 			}
-			batch = nil
 		}
 		for len(batch) > 0 {
 			perr := i.processUntilDone(ctx, batch)

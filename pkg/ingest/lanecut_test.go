@@ -24,13 +24,16 @@ import (
 type gateHook struct {
 	ing     *Ingester
 	min     int
+	pass    int         // calls of min inputs or more let through first
 	entered chan uint64 // the held batch's last sequence
 	cmd     chan uint64
 	held    bool
 }
 
 func (h *gateHook) Transform(ctx context.Context, in []HookInput) ([]fold.Input, error) {
-	if !h.held && len(in) >= h.min {
+	if !h.held && len(in) >= h.min && h.pass > 0 {
+		h.pass--
+	} else if !h.held && len(in) >= h.min {
 		h.held = true
 		h.entered <- in[len(in)-1].Seq
 		seq := <-h.cmd
@@ -55,15 +58,31 @@ func (h *gateHook) Transform(ctx context.Context, in []HookInput) ([]fold.Input,
 // record says so (its after is inside the held batch, not at its end),
 // and a rebuild with the lane off gives the same tables.
 func TestWriteLaneCutsTheFold(t *testing.T) {
+	laneCutCase(t, "cut", 4000, 0, 0)
+}
+
+// TestWriteLaneCutsAGrownBatch: the same inside a batch grown with the
+// backlog (grow.go): the command arrives as the grown batch's third chunk
+// is about to fold, and waits neither for that chunk's whole fold nor for
+// the batch's end; the chunk's rest goes on as a batch of its own.
+func TestWriteLaneCutsAGrownBatch(t *testing.T) {
+	laneCutCase(t, "growncut", 1000, 20*time.Second, 2)
+}
+
+// laneCutCase publishes a backlog of 4,000 messages, holds the fold of a
+// batch (or chunk) of at least 1,000 (the pass+1-th) until a command has
+// reached the lane, and checks that the command was folded inside it, and
+// that a rebuild with the lane off gives the same tables.
+func laneCutCase(t *testing.T, consumer string, batchSize int, growFor time.Duration, pass int) {
 	n := testenv.StartNATS(t, "")
 	first := testenv.PublishWorkload(t, n.JS, 0, []testenv.Message{{Body: `{"event":"e","distinct_id":"a","$set":{"x":1}}`}})
 	store := testenv.ClickHouse(t)
-	cfg := laneConfig("cut", true)
+	cfg := laneConfig(consumer, true)
 	// A first run commits, so the lane is live at the next start; with
 	// small batches, as the lane takes nothing where the intents say an
 	// uncommitted write may reach (BatchSize beyond the last batch).
 	runUntil(t, cfg, n.JS, store, first)
-	cfg.BatchSize = 4000
+	cfg.BatchSize, cfg.GrowFor = batchSize, growFor
 
 	backlog := make([]testenv.Message, 4000)
 	for k := range backlog {
@@ -71,7 +90,7 @@ func TestWriteLaneCutsTheFold(t *testing.T) {
 	}
 	last := publishBacklog(t, n.JS, 1, 3, backlog)
 
-	hook := &gateHook{min: 2000, entered: make(chan uint64, 1), cmd: make(chan uint64, 1)}
+	hook := &gateHook{min: min(batchSize, 2000), pass: pass, entered: make(chan uint64, 1), cmd: make(chan uint64, 1)}
 	cfg.Hook = hook
 	ing, err := New(cfg, n.JS, store, quietLogger(), prometheus.NewRegistry())
 	if err != nil {
@@ -88,7 +107,7 @@ func TestWriteLaneCutsTheFold(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("ingester stopped: %v", err)
 	case <-time.After(time.Minute):
-		t.Fatal("no batch of 2,000 messages or more reached the hook")
+		t.Fatal("no batch long enough reached the hook")
 	}
 	ack, err := testenv.Publish(context.Background(), n.JS, 1, testenv.Message{
 		Body:    `{"event":"$set","distinct_id":"a","$set":{"x":2},"properties":{"$actor":{"key_id":"k","organization_id":"o"}}}`,
