@@ -48,7 +48,8 @@ func trigrams(s string) []string {
 	return slices.Compact(grams)
 }
 
-// writePersonEmailGrams writes the grams of each written person's email,
+// writePersonEmailGrams writes the grams of each written person's email
+// (but of those whose email the store's rows already index: EmailIndexed),
 // in the stage of person_emails (before the persons rows): like it, a
 // superset of the grams of the emails persons have. Each row carries the
 // email lowered (schema 0016; empty with gram ""), which a search tests
@@ -68,7 +69,7 @@ func (s *Store) writePersonEmailGrams(ctx context.Context, persons []fold.Person
 	n := 0
 	for k, p := range persons {
 		v, ok := p.Properties["email"]
-		if !ok {
+		if !ok || p.EmailIndexed {
 			continue
 		}
 		email := propfilter.ValueText(v)

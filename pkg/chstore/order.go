@@ -48,12 +48,13 @@ func (s *Store) WritePersonOrder(ctx context.Context, b fold.Batch) error {
 }
 
 // writePersonEmails writes each written person's email (the text the
-// filters compare), before the persons rows: the table is a superset of
+// filters compare; not again when the store's row has the same email:
+// EmailIndexed), before the persons rows: the table is a superset of
 // the emails the persons have (persons.go, where).
 func (s *Store) writePersonEmails(ctx context.Context, persons []fold.PersonRow) error {
 	var rows []fold.PersonRow
 	for _, p := range persons {
-		if _, ok := p.Properties["email"]; ok {
+		if _, ok := p.Properties["email"]; ok && !p.EmailIndexed {
 			rows = append(rows, p)
 		}
 	}

@@ -185,3 +185,59 @@ func TestApplyAfterReset(t *testing.T) {
 		t.Fatalf("after Reset:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestEmailIndexedOnlyWhenTheStoredRowHasTheEmail: Flush says a row's
+// email is already indexed (EmailIndexed) exactly when the store holds a
+// row of the person with the same email property: not for a new person,
+// nor for a changed, added or removed email; yes for other changes, for a
+// change of distinct ids alone, and after a reload from the store.
+func TestEmailIndexedOnlyWhenTheStoredRowHasTheEmail(t *testing.T) {
+	store := newMemStore()
+	f := New(store)
+	ctx := context.Background()
+	seq := 0
+	batch := func(events ...string) map[string]bool {
+		t.Helper()
+		var in []Input
+		for _, js := range events {
+			seq++
+			in = append(in, Input{ProjectID: 1, Seq: uint64(seq), Event: ev(t, seq, js)})
+		}
+		if err := f.Prepare(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range in {
+			if _, err := f.Apply(ctx, x); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b := f.Flush()
+		store.write(b)
+		f.Committed = uint64(seq)
+		out := map[string]bool{}
+		for _, p := range b.Persons {
+			out[p.DistinctIDs[0]] = p.EmailIndexed
+		}
+		return out
+	}
+	want := func(got map[string]bool, w map[string]bool) {
+		t.Helper()
+		if fmt.Sprint(got) != fmt.Sprint(w) {
+			t.Fatalf("EmailIndexed by person: %v, want %v", got, w)
+		}
+	}
+	want(batch(`{"distinct_id":"a","$set":{"email":"a@x.io"}}`, `{"distinct_id":"b","$set":{"email":"b@x.io"}}`,
+		`{"distinct_id":"c","$set":{"n":1}}`, `{"distinct_id":"d","$set":{"email":"d@x.io"}}`),
+		map[string]bool{"a": false, "b": false, "c": false, "d": false})
+	want(batch(`{"distinct_id":"a","$set":{"n":2}}`, `{"distinct_id":"b","$set":{"email":"B@x.io"}}`,
+		`{"distinct_id":"c","$set":{"email":"c@x.io"}}`, `{"distinct_id":"d","$unset":["email"]}`),
+		map[string]bool{"a": true, "b": false, "c": false, "d": false})
+	// A change of ids alone (an alias), and the same email set again.
+	want(batch(`{"distinct_id":"a","event":"$create_alias","properties":{"alias":"a2"}}`, `{"distinct_id":"b","$set":{"email":"B@x.io","m":1}}`),
+		map[string]bool{"a": true, "b": true})
+	// From the store: a new Folder decodes the stored rows.
+	f = New(store)
+	f.Committed = uint64(seq)
+	want(batch(`{"distinct_id":"b","$set":{"k":1}}`, `{"distinct_id":"c","$set":{"email":"c2@x.io"}}`),
+		map[string]bool{"b": true, "c": false})
+}

@@ -344,7 +344,10 @@ func (f *Folder) Flush() Batch {
 	}
 	for _, p := range f.changedPersons {
 		if p.dirty {
+			decoded := p.row.Properties != nil
 			row := f.flushRow(p)
+			row.EmailIndexed = emailKept(p, decoded, row.Properties)
+			p.forgetEmail()
 			row.DistinctIDs = slices.Clone(p.row.DistinctIDs)
 			b.Persons = append(b.Persons, row)
 			if !p.stored.IsZero() && p.stored.Unix() != row.CreatedAt.Unix() {

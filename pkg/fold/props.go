@@ -29,8 +29,43 @@ func (f *Folder) props(p *personState) map[string]any {
 		return map[string]any{}
 	}
 	p.row.Properties = m
+	p.email, p.emailHad = m["email"]
+	p.emailSeen = true
 	f.decoded = append(f.decoded, p)
 	return m
+}
+
+// emailKept reports whether the row Flush hands out for p (its
+// properties props) has the email of the row the store holds for p: the
+// properties were not decoded since the last Flush (so they did not
+// change), or the email decoded then equals props' (strings compared; any
+// other value counts as changed). False for a person the store has no row
+// of.
+func emailKept(p *personState, decoded bool, props map[string]any) bool {
+	if p.stored.IsZero() {
+		return false
+	}
+	if !decoded {
+		return true
+	}
+	if !p.emailSeen {
+		return false
+	}
+	v, has := props["email"]
+	if has != p.emailHad {
+		return false
+	}
+	if !has {
+		return true
+	}
+	a, ok := p.email.(string)
+	b, ok2 := v.(string)
+	return ok && ok2 && a == b
+}
+
+// forgetEmail drops what props noted of p's stored email.
+func (p *personState) forgetEmail() {
+	p.emailSeen, p.emailHad, p.email = false, false, nil
 }
 
 // storedProps puts a loaded row's properties in the stored form: a Loader
@@ -84,6 +119,7 @@ func (f *Folder) compact() {
 	for _, p := range f.decoded {
 		if !p.dirty {
 			p.row.Properties = nil
+			p.forgetEmail()
 		}
 	}
 	clear(f.decoded)

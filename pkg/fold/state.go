@@ -41,6 +41,12 @@ type PersonRow struct {
 	// DistinctIDs are the ids the person owns, oldest first. A person
 	// deleted by a merge keeps the list it had when it was merged away.
 	DistinctIDs []string
+	// EmailIndexed, set by Flush, says the row the store holds for this
+	// person has the same email property (or neither has one), so the
+	// email's index rows (person_emails, person_email_grams: supersets of
+	// the emails persons have, written before the persons rows) are
+	// already written. Not a column.
+	EmailIndexed bool
 }
 
 // DistinctIDRow is one version of a distinct id's owner, as stored.
@@ -128,6 +134,11 @@ type personState struct {
 	// gone: no longer the cached state of its person (evicted, dropped
 	// by Reset or replaced), so a didState's owner pointer to it is stale.
 	gone bool
+	// emailSeen: the stored properties were decoded since the last Flush
+	// (props), and email / emailHad were their email property then, the
+	// one the store's row has (Flush's EmailIndexed).
+	emailSeen, emailHad bool
+	email               any
 }
 
 type didState struct {
