@@ -78,6 +78,7 @@ type options struct {
 	writeLane  bool   // the ingester's -write-lane
 	growFor    time.Duration
 	growPers   int
+	maxCached  int
 	g6Load     int // PATCHes while ingesting, overriding the plan's
 }
 
@@ -95,6 +96,7 @@ func main() {
 	fs.BoolVar(&o.writeLane, "write-lane", ingest.DefaultConfig().WriteLane, "run the ingester with its write lane (its default): API writes folded ahead of the capture backlog (G6); -write-lane=false for the log order")
 	fs.DurationVar(&o.growFor, "grow-for", ingest.DefaultConfig().GrowFor, "the ingester's -grow-for (batches that grow with the backlog; its default)")
 	fs.IntVar(&o.growPers, "grow-persons", ingest.DefaultConfig().GrowPersons, "the ingester's -grow-persons (its default)")
+	fs.IntVar(&o.maxCached, "max-cached-persons", ingest.DefaultConfig().MaxCachedPersons, "the ingester's -max-cached-persons (its default)")
 	fs.StringVar(&o.out, "out", "bench/results", "folder for the JSON results and profiles")
 	fs.Uint64Var(&o.seed, "seed", 42, "dataset seed")
 	fs.DurationVar(&o.soak, "soak", -1, "soak duration (default 10m in full mode, none in quick mode; 0 skips)")
@@ -197,7 +199,7 @@ func run(ctx context.Context, o options) error {
 	s := &session{o: o, p: p, res: res, lg: lg, tmp: tmp, ch: ch, n: n, profile: profile,
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: ingest.DefaultConfig()}
 	s.cfg.WriteLane = o.writeLane
-	s.cfg.GrowFor, s.cfg.GrowPersons = o.growFor, o.growPers
+	s.cfg.GrowFor, s.cfg.GrowPersons, s.cfg.MaxCachedPersons = o.growFor, o.growPers, o.maxCached
 	res.Ingester = s.cfg
 	err = s.run(ctx)
 	s.close()

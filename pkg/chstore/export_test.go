@@ -173,3 +173,11 @@ func (s *Store) OnGramCensus(f func(project uint64), age time.Duration) {
 
 // GramSizeLife is how long a kept gram size or census serves as young.
 const GramSizeLife = gramSizeLife
+
+// SetPiecePersons sets the persons of one insert (ingest.go) until the
+// returned function restores it.
+func SetPiecePersons(n int) (restore func()) {
+	old := piecePersons
+	piecePersons = n
+	return func() { piecePersons = old }
+}

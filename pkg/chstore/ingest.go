@@ -112,6 +112,13 @@ type BatchMarker struct {
 	// above the commit point are their live work, not a crash of this
 	// consumer's, so its live counts never recount them (livecount.go).
 	Mine func(project uint64) bool
+	// Lead picks the persons whose rows are written first, before the
+	// rest of the batch, and LeadDone is called once they landed: the
+	// write lane's persons, so an API write waits for its own rows, not
+	// for the whole batch's (writeLead says when a batch has no lead).
+	// An error from LeadDone ends the write there (tests). nil: none.
+	Lead     func(project, id uint64) bool
+	LeadDone func() error
 }
 
 // WriteBatch writes one folded batch in the order that makes a crash at
@@ -128,6 +135,15 @@ func (s *Store) WriteBatch(ctx context.Context, events []EventRow, b fold.Batch,
 	plan, err := counts.begin(ctx, s, m.FirstSeq-1, b, m.Mine)
 	if err != nil {
 		return fmt.Errorf("live counts: %w", err)
+	}
+	if lead, rest, ok := splitLead(b, m.Lead); ok && m.LeadDone != nil {
+		if err := s.writeLead(ctx, lead, counts); err != nil {
+			return err
+		}
+		if err := m.LeadDone(); err != nil {
+			return err
+		}
+		b = rest
 	}
 	if err := s.writeRows(ctx, events, b, counts); err != nil {
 		return err
@@ -161,30 +177,144 @@ func (s *Store) writeRows(ctx context.Context, events []EventRow, b fold.Batch, 
 	}
 	// Inserts within a stage are independent and run together (each costs
 	// a round trip and a part); the stages keep the order recovery needs.
+	// The persons' tables go in pieces (personPieces): the first with
+	// the batch-wide inserts, the others after it, each stage whole
+	// before the next.
+	pieces := personPieces(b.Persons)
+	first := fold.Batch{Persons: pieces[0], Rekeyed: b.Rekeyed}
 	err := concurrently(
 		func() error { return wrap("write events", s.writeEvents(ctx, events)) },
 		func() error { return wrap("write activity", activity.New(s.conn).Write(ctx, b.Activity...)) },
 		func() error { return wrap("write deletion requests", s.writeDeletionRequests(ctx, b.DeletionRequests)) },
 		func() error { return wrap("write cohort members", s.writeCohortMembers(ctx, b.CohortMembers)) },
-		// Before the persons: the list reads persons by the keys this
-		// table gives, so it may run ahead of them, never behind.
-		func() error { return wrap("write person order", s.WritePersonOrder(ctx, b)) },
-		func() error { return wrap("write person emails", s.writePersonEmails(ctx, b.Persons)) },
 		// Before the persons too: values/ finds the buckets of persons
 		// rows above a watermark here, so a row here may come first.
+		// One row a bucket: whole.
 		func() error { return wrap("write person buckets", s.writePersonBuckets(ctx, b.Persons)) },
-		func() error { return wrap("write person email grams", s.writePersonEmailGrams(ctx, b.Persons)) },
+		func() error { return s.writePersonKeys(ctx, first) },
 	)
 	if err != nil {
 		return err
 	}
-	if err := s.writePersons(ctx, b.Persons); err != nil {
-		return fmt.Errorf("write persons: %w", err)
+	for _, piece := range pieces[1:] {
+		if err := s.writePersonKeys(ctx, fold.Batch{Persons: piece}); err != nil {
+			return err
+		}
+	}
+	for _, piece := range pieces {
+		if err := s.writePersons(ctx, piece); err != nil {
+			return fmt.Errorf("write persons: %w", err)
+		}
 	}
 	return concurrently(
 		func() error { return wrap("write distinct ids", s.writeDistinctIDs(ctx, b.DistinctIDs)) },
 		func() error { return wrap("write distinct id overrides", s.writeOverrides(ctx, b.DistinctIDs)) },
 		func() error { return wrap("write warnings", s.writeWarnings(ctx, b.Warnings)) },
+	)
+}
+
+// A batch's lead (BatchMarker.Lead): some persons' rows written ahead of
+// the rest of the batch, each stage of theirs in order: the batch's
+// activity entries, deletion requests and cohort members (small, and
+// they must precede any person row showing their change applied), the
+// lead's person_order keys, emails, grams and buckets, then the lead's
+// persons rows. Then the whole batch is written as usual, without those.
+// To a crash that is the batch's write stopped with some persons rows
+// landed, which recovery already handles (docs/architecture.md, "Crash
+// safety": the guard recognises a change already applied), provided
+// nothing else of the batch is needed to read a lead person right:
+// so there is no lead when a lead person was deleted (its ids' rows and
+// the live counts come later), got a new created_at (its old key's
+// tombstone comes later), or gained or lost a distinct id in the batch (a
+// merge: the refold must find the source's deletion with the target's
+// row, and the ids' rows come later).
+
+// splitLead splits b into the persons pick chooses, with the batch's
+// small first-stage tables, and the rest; ok is false when there is no
+// lead (none chosen, or a chosen person is one of the cases above).
+func splitLead(b fold.Batch, pick func(project, id uint64) bool) (lead, rest fold.Batch, ok bool) {
+	if pick == nil {
+		return lead, rest, false
+	}
+	var first, others []fold.PersonRow
+	for _, p := range b.Persons {
+		if !pick(p.ProjectID, p.ID) {
+			others = append(others, p)
+			continue
+		}
+		if p.IsDeleted {
+			return lead, rest, false
+		}
+		first = append(first, p)
+	}
+	if len(first) == 0 {
+		return lead, rest, false
+	}
+	for _, r := range b.Rekeyed {
+		if pick(r.ProjectID, r.ID) {
+			return lead, rest, false
+		}
+	}
+	for _, d := range b.DistinctIDs {
+		if pick(d.ProjectID, d.PersonID) || d.Prev.PersonID != 0 && pick(d.ProjectID, d.Prev.PersonID) {
+			return lead, rest, false
+		}
+	}
+	lead = fold.Batch{Persons: first, Activity: b.Activity, DeletionRequests: b.DeletionRequests, CohortMembers: b.CohortMembers}
+	rest = b
+	rest.Persons, rest.Activity, rest.DeletionRequests, rest.CohortMembers = others, nil, nil, nil
+	return lead, rest, true
+}
+
+// writeLead writes a batch's lead (splitLead) in stage order.
+func (s *Store) writeLead(ctx context.Context, b fold.Batch, counts *liveCounts) error {
+	counts.written()
+	err := concurrently(
+		func() error { return wrap("write activity", activity.New(s.conn).Write(ctx, b.Activity...)) },
+		func() error { return wrap("write deletion requests", s.writeDeletionRequests(ctx, b.DeletionRequests)) },
+		func() error { return wrap("write cohort members", s.writeCohortMembers(ctx, b.CohortMembers)) },
+		func() error { return wrap("write person buckets", s.writePersonBuckets(ctx, b.Persons)) },
+		func() error { return s.writePersonKeys(ctx, b) },
+	)
+	if err != nil {
+		return fmt.Errorf("lead: %w", err)
+	}
+	return wrap("lead: write persons", s.writePersons(ctx, b.Persons))
+}
+
+// piecePersons bounds the persons of one insert (a variable for tests). A batch grown with the
+// backlog may write 200,000 persons or more: in one statement, their
+// grams alone were some 4M rows, encoded twice in memory (the columns,
+// the driver's buffers; the ingester's peak RSS 1.9 GiB in the fill) and
+// past the driver's read timeout on 18.16. In pieces, a commit's memory
+// is a piece's, whatever the batch. A crash between pieces leaves a stage
+// in part, which recovery handles as any interrupted stage.
+var piecePersons = 16384
+
+// personPieces cuts persons into pieces of at most piecePersons (one,
+// possibly empty, at least).
+func personPieces(persons []fold.PersonRow) [][]fold.PersonRow {
+	if len(persons) <= piecePersons {
+		return [][]fold.PersonRow{persons}
+	}
+	var out [][]fold.PersonRow
+	for len(persons) > 0 {
+		n := min(len(persons), piecePersons)
+		out = append(out, persons[:n])
+		persons = persons[n:]
+	}
+	return out
+}
+
+// writePersonKeys writes the rows that must precede persons rows and
+// index them: the list's keys (before the persons: the list reads persons
+// by the keys this table gives, so it may run ahead of them, never
+// behind), the emails and their grams.
+func (s *Store) writePersonKeys(ctx context.Context, b fold.Batch) error {
+	return concurrently(
+		func() error { return wrap("write person order", s.WritePersonOrder(ctx, b)) },
+		func() error { return wrap("write person emails", s.writePersonEmails(ctx, b.Persons)) },
+		func() error { return wrap("write person email grams", s.writePersonEmailGrams(ctx, b.Persons)) },
 	)
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/person"
 	"github.com/personhub/personhub/pkg/testenv"
@@ -53,5 +54,44 @@ func TestReserveStrings(t *testing.T) {
 	ok, err := store.ReserveEventProperties(ctx, 1000, 300_000)
 	if err != nil || !ok {
 		t.Fatalf("properties column not reserved (%v): does the driver's column.String still hold a proto.ColStr named col?", err)
+	}
+}
+
+// TestWriteRowsInPieces: a batch of more persons than one insert takes is
+// written in pieces, every piece of every persons table landing (the
+// list's keys, emails, grams, persons), a moved key's tombstone too.
+func TestWriteRowsInPieces(t *testing.T) {
+	defer chstore.SetPiecePersons(7)()
+	store := testenv.ClickHouse(t)
+	ctx := context.Background()
+	const n = 30
+	var b fold.Batch
+	ids := make([]uint64, n)
+	for i := range n {
+		ids[i] = uint64(i + 1)
+		did := fmt.Sprintf("p%d", i)
+		b.Persons = append(b.Persons, fold.PersonRow{ProjectID: 1, ID: ids[i], UUID: person.UUIDFor(1, did),
+			Properties: map[string]any{"email": fmt.Sprintf("user%d@example.com", i)}, DistinctIDs: []string{did},
+			CreatedAt: time.Unix(1e9+int64(i), 0).UTC(), Version: 100})
+	}
+	b.Rekeyed = []fold.Rekey{{ProjectID: 1, ID: 3, CreatedAt: time.Unix(5e8, 0).UTC(), Version: 100}}
+	if err := store.WriteRows(ctx, nil, b); err != nil {
+		t.Fatal(err)
+	}
+	persons, err := store.LoadPersons(ctx, 1, ids)
+	if err != nil || len(persons) != n {
+		t.Fatalf("LoadPersons: %d, %v", len(persons), err)
+	}
+	for table, want := range map[string]uint64{
+		"SELECT count() FROM person_order WHERE project_id = 1 AND is_deleted = 0":     n,
+		"SELECT count() FROM person_order WHERE project_id = 1 AND is_deleted = 1":     1,
+		"SELECT uniqExact(id) FROM person_emails WHERE project_id = 1":                 n,
+		"SELECT uniqExact(id) FROM person_email_grams WHERE project_id = 1":            n,
+		"SELECT count() FROM person_email_grams WHERE project_id = 1 AND gram = 'r0@'": 1,
+	} {
+		var got uint64
+		if err := store.Conn().QueryRow(ctx, table).Scan(&got); err != nil || got != want {
+			t.Errorf("%s: %d, %v; want %d", table, got, err, want)
+		}
 	}
 }

@@ -735,6 +735,11 @@ func (i *Ingester) foldUpTo(ctx context.Context, batch []*pending, mayCut bool) 
 	return chunk{events: events, firstSeq: firstSeq, foldable: foldable, cut: cut}, nil
 }
 
+// leadMinPersons: a batch writing fewer persons writes the lane's along
+// with the rest (a lead costs a round of inserts of its own; the whole of
+// a small batch is written about as fast). A variable for tests.
+var leadMinPersons = 1000
+
 // commit ends a batch folded up to message end (messages long): the
 // write lane's commands, the rows, the commit marker, the ack.
 func (i *Ingester) commit(ctx context.Context, c chunk, end *pending, messages int, start time.Time) error {
@@ -761,6 +766,23 @@ func (i *Ingester) commit(ctx context.Context, c chunk, end *pending, messages i
 		ctx := wctx
 		wstart := time.Now()
 		marker := chstore.BatchMarker{Consumer: i.cfg.Consumer, FirstSeq: c.firstSeq, LastSeq: last, Events: c.written + len(c.events), Mine: i.mine}
+		if len(laned) > 0 && len(folded.Persons) >= leadMinPersons {
+			// The lane's persons are written first and the lane's
+			// watermark moves once they landed (lanelog.go,
+			// laneVisible): an API write waits for its own rows, not
+			// for the batch's (a grown batch's may be 50,000 persons).
+			lead := make(map[[2]uint64]bool, len(laned))
+			for _, r := range laned {
+				if r.PersonID != 0 {
+					lead[[2]uint64{r.ProjectID, r.PersonID}] = true
+				}
+			}
+			marker.Lead = func(project, id uint64) bool { return lead[[2]uint64{project, id}] }
+			marker.LeadDone = func() error {
+				i.laneVisible(ctx, last)
+				return nil
+			}
+		}
 		write, err := i.unwritten(ctx, c.events)
 		if err != nil {
 			return err

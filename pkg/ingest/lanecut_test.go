@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/progress"
 	"github.com/personhub/personhub/pkg/testenv"
@@ -167,4 +169,114 @@ func watchProgress(t *testing.T, js jetstream.JetStream, consumer string) *progr
 	}
 	t.Cleanup(watch.Stop)
 	return watch
+}
+
+// leadStore holds a batch's write once its lead (the write lane's
+// persons, chstore.BatchMarker.Lead) has landed and the lane's watermark
+// moved: it reports the batch's last sequence on landed, then ends the
+// write with whatever release sends (an error: the process dies there).
+// Only the first lead is held.
+type leadStore struct {
+	*chstore.Store
+	landed  chan uint64
+	release chan error
+}
+
+func (s *leadStore) WriteBatch(ctx context.Context, events []chstore.EventRow, b fold.Batch, m chstore.BatchMarker) error {
+	if done := m.LeadDone; done != nil {
+		m.LeadDone = func() error {
+			if err := done(); err != nil {
+				return err
+			}
+			select {
+			case s.landed <- m.LastSeq:
+				return <-s.release
+			default:
+				return nil
+			}
+		}
+	}
+	return s.Store.WriteBatch(ctx, events, b, m)
+}
+
+// TestWriteLaneLeadsTheCommit: a command cut into a grown batch is visible
+// (the lane's watermark, the person read back) once its person's rows
+// landed, before the rest of the batch's persons and its marker. The
+// write then dies there: the refold from the commit point finds the
+// person written at the command's place, and the tables equal a rebuild
+// with the lane off.
+func TestWriteLaneLeadsTheCommit(t *testing.T) {
+	old := leadMinPersons
+	leadMinPersons = 10
+	defer func() { leadMinPersons = old }()
+	n := testenv.StartNATS(t, "")
+	first := testenv.PublishWorkload(t, n.JS, 0, []testenv.Message{{Body: `{"event":"e","distinct_id":"a","$set":{"x":1}}`}})
+	store := &leadStore{Store: testenv.ClickHouse(t), landed: make(chan uint64, 1), release: make(chan error, 1)}
+	cfg := laneConfig("lead", true)
+	runUntil(t, cfg, n.JS, store, first)
+	cfg.BatchSize, cfg.GrowFor = 1000, 20*time.Second
+
+	backlog := make([]testenv.Message, 4000)
+	for k := range backlog {
+		backlog[k] = testenv.Message{Body: fmt.Sprintf(`{"event":"e","distinct_id":"b%d","$set":{"n":%d}}`, k%1000, k)}
+	}
+	last := publishBacklog(t, n.JS, 1, 3, backlog)
+	hook := &gateHook{min: 1000, pass: 2, entered: make(chan uint64, 1), cmd: make(chan uint64, 1)}
+	cfg.Hook = hook
+	ing, err := New(cfg, n.JS, store, quietLogger(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook.ing = ing
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- ing.Run(ctx) }()
+	select {
+	case <-hook.entered:
+	case err := <-done:
+		t.Fatalf("ingester stopped: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("no chunk of 1,000 messages reached the hook")
+	}
+	ack, err := testenv.Publish(context.Background(), n.JS, 1, testenv.Message{
+		Body:    `{"event":"$set","distinct_id":"a","$set":{"x":2},"properties":{"$actor":{"key_id":"k","organization_id":"o"}}}`,
+		Command: true}, uuid.NewString(), time.Date(2026, 4, 2, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook.cmd <- ack.Sequence
+
+	var batchEnd uint64
+	select {
+	case batchEnd = <-store.landed:
+	case err := <-done:
+		t.Fatalf("ingester stopped: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("no batch wrote a lead")
+	}
+	watch := watchProgress(t, n.JS, cfg.Consumer)
+	if err := watch.Wait(context.Background(), 1, ack.Sequence, 10*time.Second); err != nil {
+		t.Fatalf("the lane's watermark did not reach the command once its person landed: %v", err)
+	}
+	committed, err := store.LastCommitted(context.Background(), cfg.Consumer)
+	if err != nil || committed >= batchEnd {
+		t.Fatalf("committed %d, %v: want the batch ending at %d not committed yet", committed, err, batchEnd)
+	}
+	p, err := store.GetPerson(context.Background(), 1, first)
+	if err != nil || fmt.Sprint(p.Properties["x"]) != "2" {
+		t.Fatalf("person once the lead landed: %v, %v; want x = 2", p, err)
+	}
+	store.release <- errors.New("killed after the lead")
+
+	testenv.WaitCommitted(t, store.Store, cfg.Consumer, last, 3*time.Minute)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rebuilt := testenv.ClickHouse(t)
+	runUntil(t, laneConfig("rebuild", false), n.JS, rebuilt, ack.Sequence)
+	if got, want := testenv.Snapshot(t, rebuilt), testenv.Snapshot(t, store.Store); got != want {
+		t.Fatalf("a rebuild differs from the run whose write died after the lead:\n%s", testenv.FirstDiff(got, want))
+	}
 }

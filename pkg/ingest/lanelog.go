@@ -216,20 +216,38 @@ func (i *Ingester) laneCommitted(ctx context.Context, last uint64) {
 	if l == nil {
 		return
 	}
-	var stored []time.Time
-	for p, msgs := range l.after {
+	i.laneVisible(ctx, last)
+	for p := range l.after {
 		if p <= last {
-			for _, m := range msgs {
-				if !m.pub.IsZero() {
-					stored = append(stored, m.pub)
-				}
-			}
 			delete(l.after, p)
 		}
 	}
 	for s := range l.ahead {
 		if s <= last {
 			delete(l.ahead, s)
+		}
+	}
+}
+
+// laneVisible moves the lane's watermark to the last command taken, once
+// the rows of the commands taken for a batch ending at last are written:
+// the whole batch's (laneCommitted), or its lead, the lane's persons
+// written ahead of the rest (chstore.BatchMarker.Lead). Either way every
+// command up to it is visible: those of earlier batches committed.
+func (i *Ingester) laneVisible(ctx context.Context, last uint64) {
+	l := i.lane
+	if l == nil {
+		return
+	}
+	var stored []time.Time
+	for p, msgs := range l.after {
+		if p <= last {
+			for k := range msgs {
+				if !msgs[k].pub.IsZero() {
+					stored = append(stored, msgs[k].pub)
+					msgs[k].pub = time.Time{} // observed once
+				}
+			}
 		}
 	}
 	if l.taken > l.visible {
