@@ -93,31 +93,8 @@ func laneCutCase(t *testing.T, consumer string, batchSize int, growFor time.Dura
 	last := publishBacklog(t, n.JS, 1, 3, backlog)
 
 	hook := &gateHook{min: min(batchSize, 2000), pass: pass, entered: make(chan uint64, 1), cmd: make(chan uint64, 1)}
-	cfg.Hook = hook
-	ing, err := New(cfg, n.JS, store, quietLogger(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	hook.ing = ing
-	ctx, cancel := context.WithCancel(context.Background())
+	ing, done, cancel, heldLast, ack := runHeld(t, cfg, n, store, hook)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- ing.Run(ctx) }()
-	var heldLast uint64
-	select {
-	case heldLast = <-hook.entered:
-	case err := <-done:
-		t.Fatalf("ingester stopped: %v", err)
-	case <-time.After(time.Minute):
-		t.Fatal("no batch long enough reached the hook")
-	}
-	ack, err := testenv.Publish(context.Background(), n.JS, 1, testenv.Message{
-		Body:    `{"event":"$set","distinct_id":"a","$set":{"x":2},"properties":{"$actor":{"key_id":"k","organization_id":"o"}}}`,
-		Command: true}, uuid.NewString(), time.Date(2026, 4, 2, 0, 0, 0, 0, time.UTC))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hook.cmd <- ack.Sequence
 
 	watch := watchProgress(t, n.JS, cfg.Consumer)
 	if err := watch.Wait(context.Background(), 1, ack.Sequence, time.Minute); err != nil {
@@ -153,6 +130,42 @@ func laneCutCase(t *testing.T, consumer string, batchSize int, growFor time.Dura
 	if got, want := testenv.Snapshot(t, rebuilt), testenv.Snapshot(t, store); got != want {
 		t.Fatalf("a rebuild differs from the run that cut the fold:\n%s", testenv.FirstDiff(got, want))
 	}
+}
+
+// runHeld starts an ingester whose hook holds a batch (or chunk), sends
+// the command x=2 for person "a" of project 1 once it is held, and
+// returns the running ingester, its end, the held batch's last sequence
+// and the command's ack.
+func runHeld(t *testing.T, cfg Config, n *testenv.NATS, store Store, hook *gateHook) (*Ingester, chan error, context.CancelFunc, uint64, *jetstream.PubAck) {
+	t.Helper()
+	cfg.Hook = hook
+	ing, err := New(cfg, n.JS, store, quietLogger(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook.ing = ing
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ing.Run(ctx) }()
+	var heldLast uint64
+	select {
+	case heldLast = <-hook.entered:
+	case err := <-done:
+		cancel()
+		t.Fatalf("ingester stopped: %v", err)
+	case <-time.After(time.Minute):
+		cancel()
+		t.Fatal("no batch long enough reached the hook")
+	}
+	ack, err := testenv.Publish(context.Background(), n.JS, 1, testenv.Message{
+		Body:    `{"event":"$set","distinct_id":"a","$set":{"x":2},"properties":{"$actor":{"key_id":"k","organization_id":"o"}}}`,
+		Command: true}, uuid.NewString(), time.Date(2026, 4, 2, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	hook.cmd <- ack.Sequence
+	return ing, done, cancel, heldLast, ack
 }
 
 // watchProgress follows the consumer's watermarks (its own and its
@@ -222,30 +235,8 @@ func TestWriteLaneLeadsTheCommit(t *testing.T) {
 	}
 	last := publishBacklog(t, n.JS, 1, 3, backlog)
 	hook := &gateHook{min: 1000, pass: 2, entered: make(chan uint64, 1), cmd: make(chan uint64, 1)}
-	cfg.Hook = hook
-	ing, err := New(cfg, n.JS, store, quietLogger(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	hook.ing = ing
-	ctx, cancel := context.WithCancel(context.Background())
+	_, done, cancel, _, ack := runHeld(t, cfg, n, store, hook)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- ing.Run(ctx) }()
-	select {
-	case <-hook.entered:
-	case err := <-done:
-		t.Fatalf("ingester stopped: %v", err)
-	case <-time.After(time.Minute):
-		t.Fatal("no chunk of 1,000 messages reached the hook")
-	}
-	ack, err := testenv.Publish(context.Background(), n.JS, 1, testenv.Message{
-		Body:    `{"event":"$set","distinct_id":"a","$set":{"x":2},"properties":{"$actor":{"key_id":"k","organization_id":"o"}}}`,
-		Command: true}, uuid.NewString(), time.Date(2026, 4, 2, 0, 0, 0, 0, time.UTC))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hook.cmd <- ack.Sequence
 
 	var batchEnd uint64
 	select {

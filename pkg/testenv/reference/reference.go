@@ -33,6 +33,7 @@ func Fold(t testing.TB, js jetstream.JetStream, store *chstore.Store, consumer s
 	cfg := ingest.DefaultConfig()
 	cfg.Consumer = consumer
 	cfg.BatchWait = 20 * time.Millisecond
+	cfg.GrowFor = 0 // the plain fold: batches of BatchSize
 	ing, err := ingest.New(cfg, js, store, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
