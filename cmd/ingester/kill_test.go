@@ -24,10 +24,11 @@ func TestSIGKILLMidStream(t *testing.T) {
 	ctx := context.Background()
 	last := testenv.PublishWorkload(t, n.JS, 0, testenv.Workload(99, 12000, 400))
 
-	// The binary, with small batches so kills land between and inside
-	// batch writes.
+	// The binary, with small batches (and grown batches of small chunks)
+	// so kills land between and inside batch writes.
 	killed := testenv.ClickHouse(t)
 	metricsPort, _ := chlocal.FreePort()
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", metricsPort)
 	env := []string{
 		"NATS_URL=" + n.Server.ClientURL(),
 		"CLICKHOUSE_ADDR=" + testenv.ClickHouseAddr(t),
@@ -38,28 +39,45 @@ func TestSIGKILLMidStream(t *testing.T) {
 		"INGESTER_ACK_WAIT=5s",
 		// A killed ingester holds its lease until it expires (lease.go).
 		"INGESTER_LEASE_TTL=2s",
-		fmt.Sprintf("INGESTER_METRICS_ADDR=127.0.0.1:%d", metricsPort),
+		"INGESTER_METRICS_ADDR=" + metricsAddr,
 	}
-	kills := 0
+	// Each start is killed mid-work: once it has acknowledged messages it
+	// has not committed (a grown batch's chunks, written ahead: growth is
+	// on by default), or after a few commits.
+	kills, inHand := 0, 0
 	for kills < 4 {
 		before, _ := killed.LastCommitted(ctx, "killed")
 		p := testenv.StartProcess(t, bin, env, "run")
-		// Let it commit a few batches, then kill it mid-work.
-		testenv.WaitCommitted(t, killed, "killed", min(before+900, last), time.Minute)
+		testenv.WaitFor(t, time.Minute, "the ingester acknowledging or committing", func() (bool, error) {
+			committed, err := killed.LastCommitted(ctx, "killed")
+			if err != nil || committed >= min(before+900, last) {
+				return err == nil, err
+			}
+			floor, err := testenv.AckFloor(ctx, n.JS, "killed")
+			return floor > committed, err
+		})
 		time.Sleep(time.Duration(3+kills*7) * time.Millisecond)
 		p.Kill()
 		kills++
-		if now, _ := killed.LastCommitted(ctx, "killed"); now >= last {
+		now, _ := killed.LastCommitted(ctx, "killed")
+		if floor, err := testenv.AckFloor(ctx, n.JS, "killed"); err == nil && floor > now {
+			inHand++
+		}
+		if now >= last {
 			break
 		}
 	}
+	t.Logf("%d kills, %d with messages acknowledged past the commit", kills, inHand)
+	if inHand == 0 {
+		t.Errorf("no kill of %d found a grown batch acknowledged past its commit", kills)
+	}
 	p := testenv.StartProcess(t, bin, env, "run")
 	testenv.WaitCommitted(t, killed, "killed", last, 2*time.Minute)
+	// The kills may have left nothing to fold: the last start can find the
+	// log committed, so wait for it to be up before asking it to stop.
+	testenv.WaitHealthy(t, metricsAddr, time.Minute)
 	if _, err := p.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
 		t.Fatalf("ingester after SIGTERM: %v\n%s", err, p.Stderr())
-	}
-	if kills == 0 {
-		t.Fatal("the ingester was never killed mid-stream")
 	}
 	// The uninterrupted run folds the log after the kills: a restarted
 	// ingester finds commands in its backlog and (the write lane on, the

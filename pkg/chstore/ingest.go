@@ -115,7 +115,7 @@ type BatchMarker struct {
 	// Lead picks the persons whose rows are written first, before the
 	// rest of the batch, and LeadDone is called once they landed: the
 	// write lane's persons, so an API write waits for its own rows, not
-	// for the whole batch's (writeLead says when a batch has no lead).
+	// for the whole batch's (splitLead says when a batch has no lead).
 	// An error from LeadDone ends the write there (tests). nil: none.
 	Lead     func(project, id uint64) bool
 	LeadDone func() error
@@ -137,8 +137,9 @@ func (s *Store) WriteBatch(ctx context.Context, events []EventRow, b fold.Batch,
 		return fmt.Errorf("live counts: %w", err)
 	}
 	if lead, rest, ok := splitLead(b, m.Lead); ok && m.LeadDone != nil {
-		if err := s.writeLead(ctx, lead, counts); err != nil {
-			return err
+		// A batch of its own to writeRows: no events, ids or rekeys.
+		if err := s.writeRows(ctx, nil, lead, counts); err != nil {
+			return fmt.Errorf("lead: %w", err)
 		}
 		if err := m.LeadDone(); err != nil {
 			return err
@@ -266,27 +267,11 @@ func splitLead(b fold.Batch, pick func(project, id uint64) bool) (lead, rest fol
 	return lead, rest, true
 }
 
-// writeLead writes a batch's lead (splitLead) in stage order.
-func (s *Store) writeLead(ctx context.Context, b fold.Batch, counts *liveCounts) error {
-	counts.written()
-	err := concurrently(
-		func() error { return wrap("write activity", activity.New(s.conn).Write(ctx, b.Activity...)) },
-		func() error { return wrap("write deletion requests", s.writeDeletionRequests(ctx, b.DeletionRequests)) },
-		func() error { return wrap("write cohort members", s.writeCohortMembers(ctx, b.CohortMembers)) },
-		func() error { return wrap("write person buckets", s.writePersonBuckets(ctx, b.Persons)) },
-		func() error { return s.writePersonKeys(ctx, b) },
-	)
-	if err != nil {
-		return fmt.Errorf("lead: %w", err)
-	}
-	return wrap("lead: write persons", s.writePersons(ctx, b.Persons))
-}
-
-// piecePersons bounds the persons of one insert (a variable for tests). A batch grown with the
-// backlog may write 200,000 persons or more: in one statement, their
-// grams alone were some 4M rows, encoded twice in memory (the columns,
-// the driver's buffers; the ingester's peak RSS 1.9 GiB in the fill) and
-// past the driver's read timeout on 18.16. In pieces, a commit's memory
+// piecePersons bounds the persons of one insert (a variable for tests).
+// A batch grown with the backlog may write 200,000 persons or more: in
+// one statement, their grams alone were some 4M rows, encoded twice in
+// memory (the columns, the driver's buffers; the ingester's peak RSS 1.9
+// GiB in the fill) and past the driver's read timeout on 18.16. In pieces, a commit's memory
 // is a piece's, whatever the batch. A crash between pieces leaves a stage
 // in part, which recovery handles as any interrupted stage.
 var piecePersons = 16384

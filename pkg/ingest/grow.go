@@ -84,7 +84,7 @@ func (i *Ingester) grow(ctx context.Context, iter jetstream.MessagesContext, bat
 	var c chunk
 	messages := 0
 	for {
-		next, err := i.foldUpTo(gctx, batch, true)
+		next, err := i.foldUpTo(gctx, batch)
 		if err != nil {
 			return nil, collected, i.regrow(ctx, err, batch[len(batch)-1].seq)
 		}

@@ -615,7 +615,7 @@ func (e *extendError) Error() string {
 // process folds a batch, writes it, and acknowledges it.
 func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 	start := time.Now()
-	c, err := i.foldUpTo(ctx, batch, true)
+	c, err := i.foldUpTo(ctx, batch)
 	if err != nil {
 		return err
 	}
@@ -653,7 +653,7 @@ type chunk struct {
 	events  []chstore.EventRow
 	written int
 	// firstSeq is the batch's first sequence to commit; foldable says
-	// it has one (see foldChunk).
+	// it has one (see foldUpTo).
 	firstSeq uint64
 	foldable bool
 	// cut: the fold stopped after this sequence for the write lane
@@ -670,15 +670,10 @@ func (c *chunk) add(next chunk) {
 	c.foldable = c.foldable || next.foldable
 }
 
-// foldChunk parses and folds messages of a batch, in memory: nothing is
-// written.
-func (i *Ingester) foldChunk(ctx context.Context, batch []*pending) (chunk, error) {
-	return i.foldUpTo(ctx, batch, false)
-}
-
-// foldUpTo is foldChunk; with mayCut the fold may stop early for a write
-// lane command (chunk.cut).
-func (i *Ingester) foldUpTo(ctx context.Context, batch []*pending, mayCut bool) (chunk, error) {
+// foldUpTo parses and folds messages of a batch (or of a grown batch's
+// chunk), in memory: nothing is written. The fold may stop early for a
+// write lane command (chunk.cut).
+func (i *Ingester) foldUpTo(ctx context.Context, batch []*pending) (chunk, error) {
 	parseAll(batch)
 	i.markLaned(batch)
 	inputs := make([]fold.Input, 0, len(batch))
@@ -714,7 +709,7 @@ func (i *Ingester) foldUpTo(ctx context.Context, batch []*pending, mayCut bool) 
 		}
 	}
 	var cut uint64
-	if mayCut && len(inputs) > laneCutEvery && i.laneCut(inputs, laneCutEvery) {
+	if len(inputs) > laneCutEvery && i.laneCut(inputs, laneCutEvery) {
 		// A command came before the fold began: the batch's reads
 		// (Prepare) are spared too.
 		inputs, cut = inputs[:laneCutEvery], inputs[laneCutEvery-1].Seq
@@ -724,7 +719,7 @@ func (i *Ingester) foldUpTo(ctx context.Context, batch []*pending, mayCut bool) 
 	}
 	events := make([]chstore.EventRow, 0, len(inputs))
 	for k := range inputs {
-		if mayCut && cut == 0 && i.laneCut(inputs, k) {
+		if cut == 0 && i.laneCut(inputs, k) {
 			cut = inputs[k-1].Seq
 			break
 		}
@@ -772,7 +767,7 @@ func (i *Ingester) commit(ctx context.Context, c chunk, end *pending, messages i
 			// The lane's persons are written first and the lane's
 			// watermark moves once they landed (lanelog.go,
 			// laneVisible): an API write waits for its own rows, not
-			// for the batch's (a grown batch's may be 50,000 persons).
+			// for the batch's (a grown batch's may be 200,000 persons).
 			lead := make(map[[2]uint64]bool, len(laned))
 			for _, r := range laned {
 				if r.PersonID != 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path"
@@ -140,6 +141,23 @@ func WaitFor(t testing.TB, limit time.Duration, what string, cond func() (bool, 
 	}
 }
 
+// WaitHealthy waits until a binary's ops server answers /healthz on addr:
+// by then the binary handles SIGINT and SIGTERM (it installs its handler
+// before it serves), so a signal sent after tests its shutdown, not how
+// the runtime treats a signal that arrives during start.
+func WaitHealthy(t testing.TB, addr string, limit time.Duration) {
+	t.Helper()
+	client := &http.Client{Timeout: time.Second}
+	WaitFor(t, limit, addr+"/healthz", func() (bool, error) {
+		resp, err := client.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+}
+
 // WaitCommitted waits until the ingester named consumer has committed
 // stream sequence seq to store. It detects a hang, not slowness: the test
 // fails when no commit moved for limit, however long the whole takes (a
@@ -254,4 +272,18 @@ func (c *PrivateClickHouse) Store(t testing.TB, database string) *chstore.Store 
 		t.Fatal(err)
 	}
 	return st
+}
+
+// AckFloor is the last stream sequence the events stream's durable
+// consumer name has acknowledged.
+func AckFloor(ctx context.Context, js jetstream.JetStream, name string) (uint64, error) {
+	c, err := js.Consumer(ctx, stream.Events, name)
+	if err != nil {
+		return 0, err
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.AckFloor.Stream, nil
 }

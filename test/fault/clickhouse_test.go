@@ -23,6 +23,7 @@ func TestClickHouseKilledMidIngestAndMidRequest(t *testing.T) {
 	s := newSystem(t)
 	last, ing, srv, l := s.startBusy(7)
 	before := s.committed()
+	t.Logf("fault at commit %d of %d, acknowledged %d", before, last, s.ackFloor())
 	// Answers to requests that raced the kill are not judged by phase:
 	// the phase changes before the kill, which takes a moment.
 	l.setPhase("clickhouse dying")

@@ -93,6 +93,10 @@ func newSystem(t *testing.T) *system {
 		"INGESTER_BATCH_SIZE=150",
 		"INGESTER_BATCH_WAIT=5ms",
 		"INGESTER_ACK_WAIT=5s",
+		// Grown batches of a few chunks: growth is on by default, and
+		// the workload must take several commits for a fault to land
+		// inside it.
+		"INGESTER_GROW_PERSONS=300",
 		fmt.Sprintf("INGESTER_METRICS_ADDR=127.0.0.1:%d", metricsPort),
 		fmt.Sprintf("API_ADDR=127.0.0.1:%d", apiPort),
 		fmt.Sprintf("DELETER_METRICS_ADDR=127.0.0.1:%d", freePort(t)),
@@ -393,13 +397,9 @@ func firstLines(log, what string, n int) string {
 // system (for a stack whose NATS is its own).
 func consumerAckFloor(t *testing.T, js jetstream.JetStream) uint64 {
 	t.Helper()
-	c, err := js.Consumer(context.Background(), stream.Events, "ingester")
+	floor, err := testenv.AckFloor(context.Background(), js, "ingester")
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := c.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.AckFloor.Stream
+	return floor
 }

@@ -17,6 +17,7 @@ func TestNATSRestarted(t *testing.T) {
 	s := newSystem(t)
 	last, ing, srv, l := s.startBusy(13)
 	before := s.committed()
+	t.Logf("fault at commit %d of %d, acknowledged %d", before, last, s.ackFloor())
 	l.setPhase("nats dying")
 	s.nats.ShutdownServer()
 	time.Sleep(300 * time.Millisecond)
@@ -64,4 +65,5 @@ func TestNATSRestarted(t *testing.T) {
 	s.stop(srv, "api")
 	s.stop(ing, "ingester")
 	s.assertEqualsReference("a NATS restart")
+	t.Logf("ingester log:\n%s", ing.Stderr())
 }
