@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/shutdown"
 )
@@ -83,10 +84,26 @@ func (i *Ingester) grow(ctx context.Context, iter jetstream.MessagesContext, bat
 	started := time.Now()
 	var c chunk
 	messages := 0
+	// One chunk's events are written while the next is collected and
+	// folded (ahead); every other step waits for that write first, so
+	// statements stay in the order recovery needs: nothing is committed,
+	// refolded or written ahead again before it ended.
+	var inFlight *ahead
+	fail := func(err error, through uint64) error {
+		_ = inFlight.wait()
+		return i.regrow(ctx, err, through)
+	}
+	commit := func(end *pending) error {
+		if err := inFlight.wait(); err != nil {
+			return err
+		}
+		inFlight = nil
+		return i.commit(gctx, c, end, messages, started)
+	}
 	for {
 		next, err := i.foldUpTo(gctx, batch)
 		if err != nil {
-			return nil, collected, i.regrow(ctx, err, batch[len(batch)-1].seq)
+			return nil, collected, fail(err, batch[len(batch)-1].seq)
 		}
 		if next.cut != 0 {
 			// laneCut checked that the cut is not inside a crashed
@@ -97,11 +114,11 @@ func (i *Ingester) grow(ctx context.Context, iter jetstream.MessagesContext, bat
 		messages += len(batch)
 		end := batch[len(batch)-1]
 		if err := i.deadLetter(gctx, batch); err != nil {
-			return nil, collected, i.regrow(ctx, err, batch[len(batch)-1].seq)
+			return nil, collected, fail(err, end.seq)
 		}
 		if next.cut != 0 {
-			if err := i.commit(gctx, c, end, messages, started); err != nil {
-				return nil, collected, i.regrow(ctx, err, end.seq)
+			if err := commit(end); err != nil {
+				return nil, collected, fail(err, end.seq)
 			}
 			i.metrics.grownEnds.WithLabelValues("lane").Inc()
 			i.metrics.laneCuts.Inc()
@@ -116,39 +133,30 @@ func (i *Ingester) grow(ctx context.Context, iter jetstream.MessagesContext, bat
 			// Rows of a crashed batch reach beyond: the batch must too
 			// (refold.go), whatever else says.
 			if collected != nil {
-				return nil, collected, i.regrow(ctx, fmt.Errorf("collection ended at seq %d, inside a crashed batch's range (through %d)", end.seq, through), end.seq)
+				return nil, collected, fail(fmt.Errorf("collection ended at seq %d, inside a crashed batch's range (through %d)", end.seq, through), end.seq)
 			}
 			why = ""
 		}
 		if why != "" {
-			if err := i.commit(gctx, c, end, messages, started); err != nil {
-				return nil, collected, i.regrow(ctx, err, batch[len(batch)-1].seq)
+			if err := commit(end); err != nil {
+				return nil, collected, fail(err, end.seq)
 			}
 			i.metrics.grownEnds.WithLabelValues(why).Inc()
 			i.grown()
 			return nil, collected, nil
 		}
-		if err := i.writeAhead(gctx, &c); err != nil {
-			return nil, collected, i.regrow(ctx, err, batch[len(batch)-1].seq)
+		if err := inFlight.wait(); err != nil {
+			return nil, collected, fail(err, end.seq)
 		}
-		// The chunk is acknowledged now, not at the batch's end. Progress
-		// is the commit marker's (the consumer is recreated from it at
-		// every start and after a failed grown batch), so an early ack
-		// loses nothing; held to the end, every message of a grown batch
-		// sat in the server's pending set, whose upkeep grows with it
-		// (the bench process, which runs the NATS server, spent 16.9 us
-		// per event on a 1M-message batch against 5.6 us with 20k ones).
-		if err := end.msg.Ack(); err != nil {
-			i.log.Warn("ack of a grown batch's chunk failed", "err", err, "seq", end.seq)
-		}
+		inFlight = i.writeAhead(gctx, &c, end)
 		// The chunk's messages are dropped here; only the last is
-		// kept, to acknowledge the batch (AckAll).
+		// kept, to acknowledge the chunk (AckAll) once written.
 		batch, collected = i.collect(ctx, iter, nil, 0)
 		if len(batch) == 0 {
 			// Nothing more came (a stop, a gap at once, a timeout):
 			// commit what is folded.
-			if err := i.commit(gctx, c, end, messages, started); err != nil {
-				return nil, collected, i.regrow(ctx, err, end.seq)
+			if err := commit(end); err != nil {
+				return nil, collected, fail(err, end.seq)
 			}
 			i.metrics.grownEnds.WithLabelValues("idle").Inc()
 			i.grown()
@@ -157,10 +165,54 @@ func (i *Ingester) grow(ctx context.Context, iter jetstream.MessagesContext, bat
 	}
 }
 
-// writeAhead writes a grown batch's events rows folded so far, before its
-// commit marker.
-func (i *Ingester) writeAhead(ctx context.Context, c *chunk) error {
-	if len(c.events) == 0 {
+// ahead is a grown batch's chunk of events rows being written (writeAhead).
+type ahead struct {
+	done chan struct{}
+	err  error
+}
+
+// wait returns once the write ended, with its error; a nil ahead is no
+// write.
+func (a *ahead) wait() error {
+	if a == nil {
+		return nil
+	}
+	<-a.done
+	return a.err
+}
+
+// writeAhead starts writing a grown batch's events rows folded so far,
+// before its commit marker, and takes them out of c. Once they are
+// written the chunk is acknowledged through end: not at the batch's end.
+// Progress is the commit marker's (the consumer is recreated from it at
+// every start and after a failed grown batch), so an early ack loses
+// nothing; held to the end, every message of a grown batch sat in the
+// server's pending set, whose upkeep grows with it (the bench process,
+// which runs the NATS server, spent 16.9 us per event on a 1M-message
+// batch against 5.6 us with 20k ones). The write runs beside the next
+// chunk's collection and fold (G1: the fold waited for ClickHouse's
+// insert of the views before, the cores half idle).
+func (i *Ingester) writeAhead(ctx context.Context, c *chunk, end *pending) *ahead {
+	events := c.events
+	c.written += len(events)
+	c.events = nil
+	a := &ahead{done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		if a.err = i.writeEvents(ctx, events); a.err != nil {
+			return
+		}
+		if err := end.msg.Ack(); err != nil {
+			i.log.Warn("ack of a grown batch's chunk failed", "err", err, "seq", end.seq)
+		}
+	}()
+	return a
+}
+
+// writeEvents writes events rows above the commit point, under the
+// lease's fence.
+func (i *Ingester) writeEvents(ctx context.Context, events []chstore.EventRow) error {
+	if len(events) == 0 {
 		return nil
 	}
 	wctx, release, err := i.lease.fence(ctx)
@@ -168,16 +220,11 @@ func (i *Ingester) writeAhead(ctx context.Context, c *chunk) error {
 		return err
 	}
 	defer release()
-	write, err := i.unwritten(wctx, c.events)
+	write, err := i.unwritten(wctx, events)
 	if err != nil {
 		return err
 	}
-	if err := i.store.WriteRows(wctx, write, fold.Batch{}); err != nil {
-		return err
-	}
-	c.written += len(c.events)
-	c.events = c.events[:0:0]
-	return nil
+	return i.store.WriteRows(wctx, write, fold.Batch{})
 }
 
 // regrow undoes a failed grown batch: the fold starts over from the commit
