@@ -43,9 +43,7 @@ const childCommand = "ingester-child"
 
 func childMain(args []string) error {
 	fs := flag.NewFlagSet(childCommand, flag.ContinueOnError)
-	natsURL := fs.String("nats-url", "", "NATS URL")
-	addr := fs.String("clickhouse-addr", "", "ClickHouse native address")
-	db := fs.String("database", "", "ClickHouse database")
+	conns := bindConns(fs)
 	logPath := fs.String("log", "", "log file")
 	cfg := ingest.DefaultConfig()
 	fs.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "ingest BatchSize")
@@ -77,20 +75,11 @@ func childMain(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	nc, err := nats.Connect(*natsURL, nats.Name("bench-ingester"))
+	js, store, closeConns, err := conns.open(ctx, "bench-ingester")
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	store, err := chstore.Open(ctx, chstore.Config{Addr: *addr, Database: *db})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+	defer closeConns()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The hook as cmd/ingester installs it: every phase pays its price
@@ -103,76 +92,41 @@ func childMain(args []string) error {
 		return err
 	}
 
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	var prof struct {
-		sync.Mutex
-		f *os.File
-	}
-	mux.HandleFunc("/cpu/start", func(w http.ResponseWriter, r *http.Request) {
-		prof.Lock()
-		defer prof.Unlock()
-		f, err := os.Create(r.URL.Query().Get("path"))
-		if err == nil {
-			if err = rpprof.StartCPUProfile(f); err != nil {
-				f.Close()
-			}
-		}
-		if err != nil {
-			http.Error(w, err.Error(), 500)
-			return
-		}
-		prof.f = f
-	})
-	mux.HandleFunc("/cpu/stop", func(w http.ResponseWriter, r *http.Request) {
-		prof.Lock()
-		defer prof.Unlock()
-		if prof.f != nil {
-			rpprof.StopCPUProfile()
-			prof.f.Close()
-			prof.f = nil
-		}
-	})
-	mux.HandleFunc("/heap", func(w http.ResponseWriter, r *http.Request) {
-		runtime.GC()
-		f, err := os.Create(r.URL.Query().Get("path"))
-		if err == nil {
-			err = rpprof.WriteHeapProfile(f)
-			f.Close()
-		}
-		if err != nil {
-			http.Error(w, err.Error(), 500)
-		}
-	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	go func() { _ = http.Serve(ln, mux) }()
+	go func() { _ = http.Serve(ln, opsMux(reg)) }()
 	fmt.Printf("READY %s\n", ln.Addr())
 	return ing.Run(ctx)
 }
 
-// ingesterProc is the running child, seen from the bench.
+// ingesterProc is a running child (the ingester, or the API), seen from
+// the bench.
 type ingesterProc struct {
 	cmd  *exec.Cmd
 	pid  int
-	http string
+	http string   // its ops server
+	also []string // the rest of its READY line
 	done chan error
 }
 
 // startIngester runs the bench binary as the ingester child.
 func startIngester(natsURL, chAddr, db, logPath string, cfg ingest.Config) (*ingesterProc, error) {
+	return startChild("ingester", childCommand, "-nats-url", natsURL, "-clickhouse-addr", chAddr, "-database", db,
+		"-log", logPath, "-batch-size", strconv.Itoa(cfg.BatchSize), "-batch-wait", cfg.BatchWait.String(),
+		"-max-cached-persons", strconv.Itoa(cfg.MaxCachedPersons), "-write-lane="+strconv.FormatBool(cfg.WriteLane),
+		"-grow-for", cfg.GrowFor.String(), "-grow-persons", strconv.Itoa(cfg.GrowPersons))
+}
+
+// startChild runs the bench binary with args and waits for the child's
+// "READY <ops address> [more...]" line.
+func startChild(what string, args ...string) (*ingesterProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, childCommand, "-nats-url", natsURL, "-clickhouse-addr", chAddr, "-database", db,
-		"-log", logPath, "-batch-size", strconv.Itoa(cfg.BatchSize), "-batch-wait", cfg.BatchWait.String(),
-		"-max-cached-persons", strconv.Itoa(cfg.MaxCachedPersons), "-write-lane="+strconv.FormatBool(cfg.WriteLane),
-		"-grow-for", cfg.GrowFor.String(), "-grow-persons", strconv.Itoa(cfg.GrowPersons))
+	cmd := exec.Command(exe, args...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
@@ -183,24 +137,24 @@ func startIngester(natsURL, chAddr, db, logPath string, cfg ingest.Config) (*ing
 		return nil, err
 	}
 	p := &ingesterProc{cmd: cmd, pid: cmd.Process.Pid, done: make(chan error, 1)}
-	ready := make(chan string, 1)
+	ready := make(chan []string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			if a, ok := strings.CutPrefix(sc.Text(), "READY "); ok {
-				ready <- a
+				ready <- strings.Fields(a)
 			}
 		}
 	}()
 	go func() { p.done <- cmd.Wait() }()
 	select {
 	case a := <-ready:
-		p.http = "http://" + a
+		p.http, p.also = "http://"+a[0], a[1:]
 	case err := <-p.done:
-		return nil, fmt.Errorf("ingester child exited at start: %v", err)
+		return nil, fmt.Errorf("%s child exited at start: %v", what, err)
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
-		return nil, errors.New("ingester child did not start within 30s")
+		return nil, fmt.Errorf("%s child did not start within 30s", what)
 	}
 	return p, nil
 }
@@ -267,4 +221,81 @@ func (p *ingesterProc) metric(name string) float64 {
 		}
 	}
 	return sum
+}
+
+// childConns are a child's flags for its NATS and ClickHouse.
+type childConns struct{ natsURL, addr, db *string }
+
+func bindConns(fs *flag.FlagSet) childConns {
+	return childConns{
+		natsURL: fs.String("nats-url", "", "NATS URL"),
+		addr:    fs.String("clickhouse-addr", "", "ClickHouse native address"),
+		db:      fs.String("database", "", "ClickHouse database"),
+	}
+}
+
+// open connects to NATS (as name) and opens the store; closeConns closes
+// both.
+func (c childConns) open(ctx context.Context, name string) (js jetstream.JetStream, store *chstore.Store, closeConns func(), err error) {
+	nc, err := nats.Connect(*c.natsURL, nats.Name(name))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if js, err = jetstream.New(nc); err == nil {
+		store, err = chstore.Open(ctx, chstore.Config{Addr: *c.addr, Database: *c.db})
+	}
+	if err != nil {
+		nc.Close()
+		return nil, nil, nil, err
+	}
+	return js, store, func() { store.Close(); nc.Close() }, nil
+}
+
+// opsMux is a child's loopback-only ops server: /metrics, /debug/pprof/,
+// and CPU and heap profiles written to the path the bench names.
+func opsMux(reg *prometheus.Registry) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	var prof struct {
+		sync.Mutex
+		f *os.File
+	}
+	mux.HandleFunc("/cpu/start", func(w http.ResponseWriter, r *http.Request) {
+		prof.Lock()
+		defer prof.Unlock()
+		f, err := os.Create(r.URL.Query().Get("path"))
+		if err == nil {
+			if err = rpprof.StartCPUProfile(f); err != nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		prof.f = f
+	})
+	mux.HandleFunc("/cpu/stop", func(w http.ResponseWriter, r *http.Request) {
+		prof.Lock()
+		defer prof.Unlock()
+		if prof.f != nil {
+			rpprof.StopCPUProfile()
+			prof.f.Close()
+			prof.f = nil
+		}
+	})
+	mux.HandleFunc("/heap", func(w http.ResponseWriter, r *http.Request) {
+		runtime.GC()
+		f, err := os.Create(r.URL.Query().Get("path"))
+		if err == nil {
+			err = rpprof.WriteHeapProfile(f)
+			f.Close()
+		}
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+		}
+	})
+	return mux
 }

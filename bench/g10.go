@@ -268,7 +268,7 @@ func (s *session) g10(ctx context.Context) error {
 		b = budget{N: 10, Max: 20 * time.Second}
 	}
 	d := s.res.Dataset.G10
-	stopProf := cpuProfile(s.profile("api-g10.cpu.pprof"))
+	stopProf := s.api.cpuProfile(s.profile("api-g10.cpu.pprof"))
 	defer stopProf()
 	for _, r := range s.api.g10Routes() {
 		body, err := s.api.get(ctx, r.path)

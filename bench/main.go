@@ -90,6 +90,13 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == apiChildCommand {
+		if err := apiChildMain(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench api:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.BoolVar(&o.quick, "quick", false, "small dataset (~50k events), under two minutes")
@@ -215,7 +222,7 @@ func run(ctx context.Context, o options) error {
 	return err
 }
 
-// cpuProfile profiles this process (the API, the bench's clients and the
+// cpuProfile profiles this process (the bench's clients, the bare driver and the
 // embedded NATS server) until the returned function is called.
 func cpuProfile(path string) func() {
 	f, err := os.Create(path)

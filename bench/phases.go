@@ -96,7 +96,7 @@ func (s *session) reads(ctx context.Context) error {
 	}
 	s.settle(ctx)
 	s.lg.f("reads, idle")
-	stopProf := cpuProfile(s.profile("api-reads-idle.cpu.pprof"))
+	stopProf := s.profileReads("idle")
 	// G4: GET person at three layers.
 	for _, c := range []struct {
 		conc int
@@ -133,7 +133,7 @@ func (s *session) reads(ctx context.Context) error {
 	s.lg.f("reads while ingesting (backlog kept at %d events)", 2*s.cfg.BatchSize)
 	load := startLoad(ctx, s.n.pubs, s.watcher, s.project, freshGenerator(s.o.seed+1, s.p.ids, "load_"), 2*s.cfg.BatchSize)
 	time.Sleep(2 * time.Second)
-	stopProf = cpuProfile(s.profile("api-reads-load.cpu.pprof"))
+	stopProf = s.profileReads("load")
 	record(measureSet(ctx, "ingesting", 1, p.get1, namedOp{nameGet + layerRaw, ops.rawGet}, namedOp{nameGet + layerAPI, ops.apiGet}))
 	record(measureSet(ctx, "ingesting", 16, p.get16, namedOp{nameGet + layerAPI, ops.apiGet}))
 	// The list while ingesting has no target of its own (issue #12); c=1
@@ -159,6 +159,15 @@ func (s *session) reads(ctx context.Context) error {
 	return s.drain(ctx)
 }
 
+// profileReads profiles the API child and this process (the bare
+// driver, the embedded NATS server, the clients) during a read phase
+// until the returned function is called.
+func (s *session) profileReads(phase string) func() {
+	api := s.api.cpuProfile(s.profile("api-reads-" + phase + ".cpu.pprof"))
+	self := cpuProfile(s.profile("bench-reads-" + phase + ".cpu.pprof"))
+	return func() { self(); api() }
+}
+
 // startReaders opens the API's and the bare driver's connections and
 // starts the HTTP API, once.
 func (s *session) startReaders(ctx context.Context) error {
@@ -172,7 +181,7 @@ func (s *session) startReaders(ctx context.Context) error {
 	if s.rawStore, err = s.ch.open(ctx, benchDB); err != nil {
 		return err
 	}
-	s.api, err = startAPI(ctx, s.n, s.apiStore, s.cp, s.project, s.key, s.cfg.Consumer)
+	s.api, err = startAPI(s)
 	return err
 }
 

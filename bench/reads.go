@@ -6,24 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/personhub/personhub/pkg/action"
-	"github.com/personhub/personhub/pkg/activity"
-	"github.com/personhub/personhub/pkg/chstore"
-	"github.com/personhub/personhub/pkg/cohort"
-	"github.com/personhub/personhub/pkg/controlplane"
-	"github.com/personhub/personhub/pkg/httpapi"
-	"github.com/personhub/personhub/pkg/insight"
-	"github.com/personhub/personhub/pkg/progress"
 )
 
 // GET person's SQL, copied verbatim from pkg/chstore/persons.go
@@ -81,62 +70,43 @@ func rawGetPerson(ctx context.Context, conn driver.Conn, project, id uint64) err
 	return err
 }
 
-// apiServer is the HTTP API in this process, as cmd/stack wires it.
+// apiServer is the HTTP API under test, in a child process of its own
+// (apichild.go), as cmd/api runs it.
 type apiServer struct {
-	srv     *http.Server
+	proc    *ingesterProc // the child; its ops server serves profiles
 	base    string
 	key     string
 	project uint64
 	hc      *http.Client
-	watcher *progress.Watcher
-	cp      *controlplane.Store
 }
 
-func startAPI(ctx context.Context, n *natsEnv, store *chstore.Store, cp *controlplane.Store, project uint64, key, consumer string) (*apiServer, error) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg := prometheus.NewRegistry()
-	api, err := httpapi.New(httpapi.Config{}, store, cp, log, reg, store.Ping)
+func startAPI(s *session) (*apiServer, error) {
+	proc, err := startChild("api", apiChildCommand, "-nats-url", s.n.url, "-clickhouse-addr", s.ch.addr, "-database", benchDB,
+		"-consumer", s.cfg.Consumer)
 	if err != nil {
 		return nil, err
 	}
-	kv, err := progress.Open(ctx, n.js)
-	if err != nil {
-		return nil, err
+	if len(proc.also) != 1 {
+		_ = proc.stop()
+		return nil, fmt.Errorf("api child: READY line without the API's address: %v", proc.also)
 	}
-	parts, err := progress.WatchPartitions(ctx, kv, consumer, 1)
-	if err != nil {
-		return nil, err
-	}
-	// One partition: its watcher is the ingester's.
-	watcher := parts.Of(project)
-	api.SetPersonWrites(httpapi.PersonWrites{JS: n.js, Progress: parts, Activity: activity.New(store.Conn())})
-	// Actions, cohorts and the actor routes, as cmd/internal/apiserver
-	// wires them (G10 reads them).
-	actions, err := action.Open(ctx, n.js)
-	if err != nil {
-		return nil, err
-	}
-	api.SetActions(actions)
-	insights := insight.New(store.Conn(), actions)
-	cohorts, err := cohort.Open(ctx, n.js, store.Conn(), insights)
-	if err != nil {
-		return nil, err
-	}
-	api.SetCohorts(cohorts)
-	api.SetInsights(insights)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return &apiServer{srv: srv, base: "http://" + ln.Addr().String(), key: key, project: project, watcher: watcher, cp: cp,
+	return &apiServer{proc: proc, base: "http://" + proc.also[0], key: s.key, project: s.project,
 		hc: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}}}, nil
 }
 
 func (a *apiServer) stop() {
-	_ = a.srv.Close()
-	a.watcher.Stop()
+	if err := a.proc.stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: api child:", err)
+	}
+}
+
+// cpuProfile profiles the API child until the returned function is
+// called.
+func (a *apiServer) cpuProfile(path string) func() {
+	if err := a.proc.startCPUProfile(path); err != nil {
+		return func() {}
+	}
+	return func() { _ = a.proc.stopCPUProfile() }
 }
 
 func (a *apiServer) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
