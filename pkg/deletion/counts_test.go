@@ -1,0 +1,54 @@
+package deletion
+
+import (
+	"context"
+	"testing"
+)
+
+// TestCountBatchBoundsEachPersonBySequence: a batch's count of "mine"
+// (the rows its mutation deletes) stops at each person's own request
+// sequence, inclusive, while "all" counts every row; another project's
+// rows and persons outside the batch are not counted; a person twice in a
+// batch is bounded by its first request, as the mutation (eventsWhere's
+// transform) bounds it.
+func TestCountBatchBoundsEachPersonBySequence(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	insertEvents(t, f.conn,
+		ev{1, 10, 5}, ev{1, 10, 10}, ev{1, 10, 15}, // bounded at 10: 2 of 3
+		ev{1, 20, 7}, ev{1, 20, 30}, // bounded at 29: 1 of 2
+		ev{1, 30, 8}, // not in the batch
+		ev{2, 10, 9}, // another project
+	)
+	ctx, cancel := step(context.Background())
+	defer cancel()
+	c, err := f.runner.countBatch(ctx, []Request{
+		{ProjectID: 1, PersonID: 10, RequestSeq: 10},
+		{ProjectID: 1, PersonID: 20, RequestSeq: 29},
+		{ProjectID: 1, PersonID: 10, RequestSeq: 15},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		name string
+		got  map[uint64]uint64
+		want map[uint64]uint64
+	}{
+		{"events mine", c.events, map[uint64]uint64{10: 2, 20: 1}},
+		{"events all", c.eventsAll, map[uint64]uint64{10: 3, 20: 2}},
+		{"copies mine", c.copies, map[uint64]uint64{10: 2, 20: 1}},
+		{"copies all", c.copiesAll, map[uint64]uint64{10: 3, 20: 2}},
+		{"hourly", c.hourly, map[uint64]uint64{10: 3, 20: 2}},
+	} {
+		if len(w.got) != len(w.want) {
+			t.Errorf("%s: %v, want %v", w.name, w.got, w.want)
+			continue
+		}
+		for id, n := range w.want {
+			if w.got[id] != n {
+				t.Errorf("%s: %v, want %v", w.name, w.got, w.want)
+				break
+			}
+		}
+	}
+}
