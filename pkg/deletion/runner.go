@@ -231,9 +231,11 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 	// mutation does not lose how many events it deleted.
 	var counted []Request
 	var targets []Request
+	clean := map[uint64]bool{}
 	for i := range b {
 		id := b[i].PersonID
 		n := found[id]
+		clean[id] = n == first.eventsAll[id] && first.copies[id] == first.copiesAll[id]
 		if n > b[i].EventsDeleted {
 			b[i].EventsDeleted = n
 			bump(&b[i])
@@ -258,7 +260,7 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 		if err != nil {
 			return r.fail(ctx, b, fmt.Errorf("list mutations: %w", err), true)
 		}
-		if err := r.issue(st, targets); err != nil {
+		if err := r.issue(st, targets, clean); err != nil {
 			return r.fail(ctx, b, err, true)
 		}
 		// One deletion, counted once (the metric and Summary count batches
@@ -350,8 +352,8 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 // person whose hourly sums differ from its copy is mutated again
 // (counts.drift), so a run cut short with only some of them issued
 // leaves nothing the next run does not find.
-func (r *Runner) issue(ctx context.Context, targets []Request) error {
-	where, args := eventsWhere(targets)
+func (r *Runner) issue(ctx context.Context, targets []Request, clean map[uint64]bool) error {
+	where, args := eventsWhere(targets, clean)
 	hw, hargs := hourlyWhere(targets)
 	stmts := []struct {
 		table, where string
@@ -436,18 +438,38 @@ func (r *Runner) setPending(ctx context.Context, reqs []Request) {
 // up to the sequence of its deletion. `seq <= max` bounds the batch (the
 // plain form of the statement); the transform bounds each person by its
 // own request_seq.
-func eventsWhere(b []Request) (string, []any) {
-	ids := make([]uint64, len(b))
-	set := make([]any, len(b))
-	seqs := make([]uint64, len(b))
+//
+// clean holds the persons the batch's first count found with no row above
+// their own sequence (every row theirs to delete). For them `seq <= max`
+// is their own bound already: the run read the ingester's commit before
+// counting and took only requests at or below it, every row at or below
+// that commit was written before the count, and a row written since has
+// a sequence above it (G7: the transform, evaluated for every row the
+// mutation reads, cost ~15% of the mutations' wait).
+func eventsWhere(b []Request, clean map[uint64]bool) (string, []any) {
+	var ids, seqs []uint64
+	var bounded, plain []any
 	var maxSeq uint64
-	for i, q := range b {
-		ids[i], set[i], seqs[i] = q.PersonID, q.PersonID, q.RequestSeq
+	for _, q := range b {
 		maxSeq = max(maxSeq, q.RequestSeq)
+		if clean[q.PersonID] {
+			plain = append(plain, q.PersonID)
+			continue
+		}
+		ids, seqs = append(ids, q.PersonID), append(seqs, q.RequestSeq)
+		bounded = append(bounded, q.PersonID)
 	}
-	return "project_id = ? AND person_id IN ? AND seq <= ?" +
-			" AND seq <= transform(person_id, CAST(? AS Array(UInt64)), CAST(? AS Array(UInt64)), toUInt64(0))",
-		[]any{b[0].ProjectID, clickhouse.GroupSet{Value: set}, maxSeq, ids, seqs}
+	const transform = "seq <= transform(person_id, CAST(? AS Array(UInt64)), CAST(? AS Array(UInt64)), toUInt64(0))"
+	switch {
+	case len(bounded) == 0:
+		return "project_id = ? AND person_id IN ? AND seq <= ?",
+			[]any{b[0].ProjectID, clickhouse.GroupSet{Value: plain}, maxSeq}
+	case len(plain) == 0:
+		return "project_id = ? AND person_id IN ? AND seq <= ? AND " + transform,
+			[]any{b[0].ProjectID, clickhouse.GroupSet{Value: bounded}, maxSeq, ids, seqs}
+	}
+	return "project_id = ? AND seq <= ? AND (person_id IN ? OR person_id IN ? AND " + transform + ")",
+		[]any{b[0].ProjectID, maxSeq, clickhouse.GroupSet{Value: plain}, clickhouse.GroupSet{Value: bounded}, ids, seqs}
 }
 
 // copyTable holds a copy of events rows by distinct id (schema 0009,
