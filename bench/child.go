@@ -101,9 +101,10 @@ func childMain(args []string) error {
 	return ing.Run(ctx)
 }
 
-// ingesterProc is a running child (the ingester, or the API), seen from
+// childProc is a running child (the ingester, or the API), seen from
 // the bench.
-type ingesterProc struct {
+type childProc struct {
+	what string // "ingester" or "api"
 	cmd  *exec.Cmd
 	pid  int
 	http string   // its ops server
@@ -112,7 +113,7 @@ type ingesterProc struct {
 }
 
 // startIngester runs the bench binary as the ingester child.
-func startIngester(natsURL, chAddr, db, logPath string, cfg ingest.Config) (*ingesterProc, error) {
+func startIngester(natsURL, chAddr, db, logPath string, cfg ingest.Config) (*childProc, error) {
 	return startChild("ingester", childCommand, "-nats-url", natsURL, "-clickhouse-addr", chAddr, "-database", db,
 		"-log", logPath, "-batch-size", strconv.Itoa(cfg.BatchSize), "-batch-wait", cfg.BatchWait.String(),
 		"-max-cached-persons", strconv.Itoa(cfg.MaxCachedPersons), "-write-lane="+strconv.FormatBool(cfg.WriteLane),
@@ -121,7 +122,7 @@ func startIngester(natsURL, chAddr, db, logPath string, cfg ingest.Config) (*ing
 
 // startChild runs the bench binary with args and waits for the child's
 // "READY <ops address> [more...]" line.
-func startChild(what string, args ...string) (*ingesterProc, error) {
+func startChild(what string, args ...string) (*childProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -136,7 +137,7 @@ func startChild(what string, args ...string) (*ingesterProc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &ingesterProc{cmd: cmd, pid: cmd.Process.Pid, done: make(chan error, 1)}
+	p := &childProc{what: what, cmd: cmd, pid: cmd.Process.Pid, done: make(chan error, 1)}
 	ready := make(chan []string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -159,19 +160,20 @@ func startChild(what string, args ...string) (*ingesterProc, error) {
 	return p, nil
 }
 
-// stop sends SIGTERM (the ingester flushes the batch in hand) and waits.
-func (p *ingesterProc) stop() error {
+// stop sends SIGTERM (the ingester flushes the batch in hand; the API
+// drains its requests) and waits.
+func (p *childProc) stop() error {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-p.done:
 		return err
 	case <-time.After(60 * time.Second):
 		_ = p.cmd.Process.Kill()
-		return errors.New("ingester child did not stop within 60s; killed")
+		return fmt.Errorf("%s child did not stop within 60s; killed", p.what)
 	}
 }
 
-func (p *ingesterProc) get(path string) (string, error) {
+func (p *childProc) get(path string) (string, error) {
 	resp, err := http.Get(p.http + path)
 	if err != nil {
 		return "", err
@@ -184,24 +186,24 @@ func (p *ingesterProc) get(path string) (string, error) {
 	return string(body), err
 }
 
-func (p *ingesterProc) startCPUProfile(path string) error {
+func (p *childProc) startCPUProfile(path string) error {
 	_, err := p.get("/cpu/start?path=" + path)
 	return err
 }
 
-func (p *ingesterProc) stopCPUProfile() error {
+func (p *childProc) stopCPUProfile() error {
 	_, err := p.get("/cpu/stop")
 	return err
 }
 
-func (p *ingesterProc) heapProfile(path string) error {
+func (p *childProc) heapProfile(path string) error {
 	_, err := p.get("/heap?path=" + path)
 	return err
 }
 
 // metric returns the sum of a metric's samples (every label set) from the
 // child's /metrics text.
-func (p *ingesterProc) metric(name string) float64 {
+func (p *childProc) metric(name string) float64 {
 	text, err := p.get("/metrics")
 	if err != nil {
 		return 0

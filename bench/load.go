@@ -107,7 +107,7 @@ type Soak struct {
 	Err           string  `json:"error,omitempty"`
 }
 
-func soak(ctx context.Context, js jetstream.JetStream, w *progress.Watcher, ing *ingesterProc, project uint64, g *generator, dur time.Duration, perSec int) Soak {
+func soak(ctx context.Context, js jetstream.JetStream, w *progress.Watcher, ing *childProc, project uint64, g *generator, dur time.Duration, perSec int) Soak {
 	s := Soak{RatePerSecond: perSec, SampleEvery: 10}
 	ctx, cancel := context.WithTimeout(ctx, dur)
 	defer cancel()

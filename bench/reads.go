@@ -73,7 +73,7 @@ func rawGetPerson(ctx context.Context, conn driver.Conn, project, id uint64) err
 // apiServer is the HTTP API under test, in a child process of its own
 // (apichild.go), as cmd/api runs it.
 type apiServer struct {
-	proc    *ingesterProc // the child; its ops server serves profiles
+	proc    *childProc // the child; its ops server serves profiles
 	base    string
 	key     string
 	project uint64

@@ -35,7 +35,7 @@ type session struct {
 	cp       *controlplane.Store
 	store    *chstore.Store // the ingester's database, for checks
 	watcher  *progress.Watcher
-	ing      *ingesterProc
+	ing      *childProc
 	api      *apiServer
 	apiStore *chstore.Store
 	rawStore *chstore.Store
