@@ -22,6 +22,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -112,7 +113,7 @@ func main() {
 	var ceiling int64
 	fs.Int64Var(&ceiling, "rss-ceiling-mib", 1024, "documented ingester RSS ceiling (G8) at the default max-cached-persons")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (ClickHouse and NATS data, logs)")
-	fs.StringVar(&o.only, "only", "", "run one phase: g1 (raw consume and the ingest alone, no fill), g10, g5 (the reads, G4 and G5, and G5f), g7 (the purge), or g9 (ingest without a transformation, with a trivial one and with one dropping half, nothing else); for g10, g5 and g7 the persons are still ingested and filled first")
+	fs.StringVar(&o.only, "only", "", "run one phase: g1 (raw consume and the ingest alone, no fill), g10, g5 (the reads, G4 and G5, and G5f), g7 (the purge), or g9 (ingest without a transformation, with a trivial one and with one dropping half, nothing else); for g10, g5 and g7 the persons are still ingested and filled first, and they combine (-only g10,g7: the purge over G10's events too, as in a full run)")
 	fs.IntVar(&o.purgeRuns, "purge-runs", 1, "G7: purge fresh copies of the tables this many times, raw and deleter back to back each time (the first pair is G7's row; all are logged and kept in the JSON)")
 	fs.StringVar(&o.g5fSizes, "g5f-sizes", "", "G5f's project sizes in persons, comma-separated (default 100000,1000000,5000000; quick 100000; \"none\" skips G5f)")
 	fs.IntVar(&o.niceProbe, "g4-nice-probe", 0, "after G4 while ingesting, this many rounds of GET person c=1 with the ingester child at niceness 0 and at its own (INGESTER_NICE, or 10) in turn, and its ingest rate in each (needs root to set 0 back; docs/performance.md, \"h/g4l\"); 0: none")
@@ -124,8 +125,8 @@ func main() {
 		os.Exit(2)
 	}
 	o.rssCeiling = ceiling << 20
-	if o.only != "" && o.only != "g1" && o.only != "g10" && o.only != "g5" && o.only != "g7" && o.only != "g9" {
-		fmt.Fprintf(os.Stderr, "bench: -only %q: the phases that run alone are g1, g10, g5, g7 and g9\n", o.only)
+	if err := checkOnly(o.only); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -179,7 +180,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if o.only != "" {
-		res.Mode = p.mode + "-" + o.only
+		res.Mode = p.mode + "-" + strings.ReplaceAll(o.only, ",", "+")
 	}
 	stamp := res.Started.Format("20060102T150405Z") + "-" + res.Mode
 	profile := func(name string) string {
@@ -250,4 +251,23 @@ func parseSizes(v string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// checkOnly accepts "", g1 or g9 alone, or a comma list of g10, g5 and g7
+// (each runs in the full run's order).
+func checkOnly(only string) error {
+	if only == "" || only == "g1" || only == "g9" {
+		return nil
+	}
+	for _, ph := range strings.Split(only, ",") {
+		if ph != "g10" && ph != "g5" && ph != "g7" {
+			return fmt.Errorf("-only %q: the phases that run alone are g1, g10, g5, g7 and g9; g10, g5 and g7 combine (g10,g7)", only)
+		}
+	}
+	return nil
+}
+
+// runs says whether phase runs: every phase without -only, else those listed.
+func (o options) runs(phase string) bool {
+	return o.only == "" || slices.Contains(strings.Split(o.only, ","), phase)
 }

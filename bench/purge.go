@@ -27,6 +27,40 @@ type Purge struct {
 	RunnerMutation int     `json:"runner_mutations"`
 	RunnerLeft     uint64  `json:"runner_events_left"`
 	RawLeft        uint64  `json:"raw_events_left"`
+	// SettleSeconds is the wait, before each side, for the copies'
+	// background merges to end (raw, then runner).
+	SettleSeconds [2]float64 `json:"settle_seconds"`
+}
+
+// waitSettled waits until no merge of the databases' tables has run for
+// half a second (or a minute has passed): a copy's INSERT ... SELECT leaves
+// parts that ClickHouse merges for seconds after, and a mutation measured
+// beside them (its own table's or the other copy's) would time the merges
+// too. The deleter's weekly run finds its tables long merged.
+func waitSettled(ctx context.Context, conn driver.Conn, dbs ...string) (time.Duration, error) {
+	set := clickhouse.GroupSet{}
+	for _, d := range dbs {
+		set.Value = append(set.Value, d)
+	}
+	start := time.Now()
+	quiet := 0
+	for quiet < 5 && time.Since(start) < time.Minute {
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM system.merges WHERE database IN ?", set).Scan(&n); err != nil {
+			return 0, err
+		}
+		if n == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return time.Since(start), nil
 }
 
 // copyTables copies tables of src into a new database dst.
@@ -119,6 +153,11 @@ func measurePurge(ctx context.Context, ch *chServer, db string, project uint64, 
 	}
 
 	// Raw: one mutation for every person, timed until it is done.
+	settled, err := waitSettled(ctx, conn, rawDB, svcDB)
+	if err != nil {
+		return p, err
+	}
+	p.SettleSeconds[0] = settled.Seconds()
 	start := time.Now()
 	if err := conn.Exec(ctx, "ALTER TABLE "+rawDB+".events DELETE WHERE project_id = ? AND person_id IN ? AND seq <= ?", project, groupSet(ids), upTo); err != nil {
 		return p, fmt.Errorf("raw ALTER DELETE: %w", err)
@@ -143,6 +182,10 @@ func measurePurge(ctx context.Context, ch *chServer, db string, project uint64, 
 	if err != nil {
 		return p, err
 	}
+	if settled, err = waitSettled(ctx, conn, rawDB, svcDB); err != nil {
+		return p, err
+	}
+	p.SettleSeconds[1] = settled.Seconds()
 	start = time.Now()
 	sum, err := runner.RunOnce(ctx)
 	if err != nil {

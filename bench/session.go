@@ -111,7 +111,7 @@ func (s *session) run(ctx context.Context) error {
 	if err := s.fill(ctx); err != nil {
 		return fmt.Errorf("fill persons: %w", err)
 	}
-	if all || s.o.only == "g5" {
+	if s.o.runs("g5") {
 		if err := s.reads(ctx); err != nil {
 			return fmt.Errorf("reads: %w", err)
 		}
@@ -121,13 +121,13 @@ func (s *session) run(ctx context.Context) error {
 		}
 	}
 	// G10 before the purge, which deletes persons its events belong to.
-	if all || s.o.only == "g10" {
+	if s.o.runs("g10") {
 		if err := s.g10(ctx); err != nil {
 			s.res.Project.G10Err = err.Error()
 			s.lg.f("G10 failed: %v", err)
 		}
 	}
-	if all || s.o.only == "g7" {
+	if s.o.runs("g7") {
 		if err := s.purge(ctx); err != nil {
 			s.res.Project.PurgeErr = err.Error()
 			s.lg.f("G7 purge failed: %v", err)

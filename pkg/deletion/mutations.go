@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -94,8 +95,10 @@ func (r *Runner) waitMutations(ctx context.Context, before map[string]bool) erro
 			lastErr = err
 			r.log.Warn("poll system.mutations", "err", err)
 		case len(ids) == 0:
+			r.logDone(last, nil, start)
 			return nil
 		default:
+			r.logDone(last, ids, start)
 			last = ids
 		}
 		if !time.Now().Before(deadline) {
@@ -110,6 +113,16 @@ func (r *Runner) waitMutations(ctx context.Context, before map[string]bool) erro
 			t.Stop()
 			return ctx.Err()
 		case <-t.C:
+		}
+	}
+}
+
+// logDone logs at debug level each mutation of was that is not in now:
+// which table's rewrite a batch's wait was for (docs/performance.md, G7).
+func (r *Runner) logDone(was, now []string, start time.Time) {
+	for _, id := range was {
+		if !slices.Contains(now, id) {
+			r.log.Debug("mutation done", "mutation", id, "ms", time.Since(start).Milliseconds())
 		}
 	}
 }
