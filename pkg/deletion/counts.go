@@ -15,6 +15,56 @@ type counts struct {
 	events, eventsAll map[uint64]uint64 // events
 	copies, copiesAll map[uint64]uint64 // copyTable
 	hourly            map[uint64]uint64 // sum(events) of hourlyTable
+	// times are the earliest and latest timestamps (Unix seconds) of a
+	// person's rows in events and its copy that the batch deletes ("mine"),
+	// for persons with any.
+	times map[uint64][2]uint32
+}
+
+// span is the UTC hours [from, to) (Unix seconds, whole hours) that
+// hold every row a batch deletes, or every hour (all).
+type span struct {
+	from, to uint32
+	all      bool
+}
+
+// spanOf is the hours of the persons' deleted rows: the mutations and the
+// hourly rebuild need not look outside them. A person whose hourly sums
+// drifted from its events (a run stopped midway) has hourly rows with no
+// event left to date them, so a batch with one spans every hour; so does a
+// batch with nothing dated (nothing to delete but hourly rows).
+func (c counts) spanOf(b []Request) span {
+	var s span
+	dated := false
+	for _, q := range b {
+		if c.drift(q.PersonID) {
+			return span{all: true}
+		}
+		t, ok := c.times[q.PersonID]
+		if !ok {
+			continue
+		}
+		if !dated {
+			s.from, s.to, dated = t[0], t[1], true
+			continue
+		}
+		s.from, s.to = min(s.from, t[0]), max(s.to, t[1])
+	}
+	if !dated {
+		return span{all: true}
+	}
+	s.from -= s.from % 3600
+	s.to += 3600 - s.to%3600
+	return s
+}
+
+// cond is the span as a condition on col (a DateTime column), with its
+// arguments; "" for every hour.
+func (s span) cond(col string) (string, []any) {
+	if s.all {
+		return "", nil
+	}
+	return " AND " + col + " >= toDateTime(?) AND " + col + " < toDateTime(?)", []any{s.from, s.to}
 }
 
 // drift says whether a person's hourly sums are not the number of its
@@ -56,11 +106,13 @@ func (r *Runner) countBatch(ctx context.Context, b []Request) (counts, error) {
 		}
 	}
 	const in = " WHERE project_id = ? AND person_id IN (SELECT person_id FROM del)"
-	const mine = "SELECT person_id, countIf(seq <= req) AS m, count() AS a FROM (SELECT person_id, seq FROM "
+	const mine = "SELECT person_id, countIf(seq <= req) AS m, count() AS a, " +
+		"minIf(toUInt32(timestamp), seq <= req) AS lo, maxIf(toUInt32(timestamp), seq <= req) AS hi FROM (SELECT person_id, seq, timestamp FROM "
 	const joined = ") ANY INNER JOIN del USING person_id GROUP BY person_id"
 	sql := "SELECT toUInt8(0) AS t, * FROM (" + mine + "events" + in + joined + ")" +
 		" UNION ALL SELECT toUInt8(1) AS t, * FROM (" + mine + copyTable + in + joined + ")" +
-		" UNION ALL SELECT toUInt8(2) AS t, person_id, sum(events) AS m, sum(events) AS a FROM " + hourlyTable + in + " GROUP BY person_id"
+		" UNION ALL SELECT toUInt8(2) AS t, person_id, sum(events) AS m, sum(events) AS a, toUInt32(0) AS lo, toUInt32(0) AS hi FROM " +
+		hourlyTable + in + " GROUP BY person_id"
 	project := b[0].ProjectID
 	rows, err := r.conn.Query(clickhouse.Context(ctx, clickhouse.WithExternalTable(del)), sql, project, project, project)
 	if err != nil {
@@ -68,12 +120,19 @@ func (r *Runner) countBatch(ctx context.Context, b []Request) (counts, error) {
 	}
 	defer rows.Close()
 	c := counts{events: map[uint64]uint64{}, eventsAll: map[uint64]uint64{}, copies: map[uint64]uint64{},
-		copiesAll: map[uint64]uint64{}, hourly: map[uint64]uint64{}}
+		copiesAll: map[uint64]uint64{}, hourly: map[uint64]uint64{}, times: map[uint64][2]uint32{}}
 	for rows.Next() {
 		var t uint8
 		var id, m, a uint64
-		if err := rows.Scan(&t, &id, &m, &a); err != nil {
+		var lo, hi uint32
+		if err := rows.Scan(&t, &id, &m, &a, &lo, &hi); err != nil {
 			return counts{}, err
+		}
+		if t < 2 && m > 0 {
+			if w, ok := c.times[id]; ok {
+				lo, hi = min(lo, w[0]), max(hi, w[1])
+			}
+			c.times[id] = [2]uint32{lo, hi}
 		}
 		switch t {
 		case 0:

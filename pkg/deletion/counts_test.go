@@ -2,7 +2,9 @@ package deletion
 
 import (
 	"context"
+	"maps"
 	"testing"
+	"time"
 )
 
 // TestCountBatchBoundsEachPersonBySequence: a batch's count of "mine"
@@ -10,7 +12,7 @@ import (
 // sequence, inclusive, while "all" counts every row; another project's
 // rows and persons outside the batch are not counted; a person twice in a
 // batch is bounded by its first request, as the mutation (eventsWhere's
-// transform) bounds it.
+// transform) bounds it. It dates the rows "mine" too (spanOf).
 func TestCountBatchBoundsEachPersonBySequence(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	insertEvents(t, f.conn,
@@ -50,5 +52,12 @@ func TestCountBatchBoundsEachPersonBySequence(t *testing.T) {
 				break
 			}
 		}
+	}
+	// insertEvents dates the i-th row 2026-(1+i%3)-(1+i%27) 12:00 UTC:
+	// person 10's rows "mine" are rows 0 and 1, person 20's row 3.
+	day := func(m time.Month, d int) uint32 { return uint32(time.Date(2026, m, d, 12, 0, 0, 0, time.UTC).Unix()) }
+	want := map[uint64][2]uint32{10: {day(time.January, 1), day(time.February, 2)}, 20: {day(time.January, 4), day(time.January, 4)}}
+	if !maps.Equal(c.times, want) {
+		t.Errorf("times: %v, want %v", c.times, want)
 	}
 }

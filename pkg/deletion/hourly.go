@@ -12,8 +12,9 @@ import (
 // person (schema 0014, filled by a materialized view). Its rows are sums
 // without the events' seq, so the deleter cannot cut them at each
 // person's request_seq as it cuts events: it deletes every row of the
-// batch's persons, then, once events are mutated, counts again the
-// events of those persons that are left (normally none: events above a
+// batch's persons in the hours of the rows it deletes (span), then, once
+// events are mutated, counts again the events of those persons left in
+// those hours (normally none: events above a
 // deletion's sequence belong to the ids' next persons, so the recount is
 // normally skipped: runBatch). A failure between the two leaves the
 // request unverified, and the next run of it deletes and rebuilds again;
@@ -24,19 +25,26 @@ import (
 // they differ.
 const hourlyTable = "events_hourly"
 
-// hourlyWhere selects the hourly rows of a batch's persons (one project).
-func hourlyWhere(b []Request) (string, []any) {
+// hourlyWhere selects the hourly rows of a batch's persons (one project)
+// in the batch's hours.
+func hourlyWhere(b []Request, sp span) (string, []any) {
 	set := make([]any, len(b))
 	for i, q := range b {
 		set[i] = q.PersonID
 	}
-	return "project_id = ? AND person_id IN ?", []any{b[0].ProjectID, clickhouse.GroupSet{Value: set}}
+	hours, hargs := sp.cond("hour")
+	return "project_id = ? AND person_id IN ?" + hours, append([]any{b[0].ProjectID, clickhouse.GroupSet{Value: set}}, hargs...)
 }
 
 // rebuildHourly counts into events_hourly the events of the batch's
-// persons left in events, as the view counts an insert (schema 0014).
-func (r *Runner) rebuildHourly(ctx context.Context, b []Request) error {
-	where, args := hourlyWhere(b)
+// persons left in events in the batch's hours (those its mutation
+// emptied), as the view counts an insert (schema 0014).
+func (r *Runner) rebuildHourly(ctx context.Context, b []Request, sp span) error {
+	set := make([]any, len(b))
+	for i, q := range b {
+		set[i] = q.PersonID
+	}
+	hours, hargs := sp.cond("timestamp")
 	return r.conn.Exec(ctx, "INSERT INTO "+hourlyTable+" (project_id, event, hour, distinct_id, person_id, events) "+
-		chstore.HourlyCountsSQL(where), args...)
+		chstore.HourlyCountsSQL("project_id = ? AND person_id IN ?"+hours), append([]any{b[0].ProjectID, clickhouse.GroupSet{Value: set}}, hargs...)...)
 }

@@ -245,6 +245,7 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 			targets = append(targets, b[i])
 		}
 	}
+	sp := first.spanOf(targets)
 	if err := r.write(st, counted); err != nil {
 		return r.fail(ctx, b, fmt.Errorf("record event counts: %w", err), true)
 	}
@@ -260,7 +261,7 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 		if err != nil {
 			return r.fail(ctx, b, fmt.Errorf("list mutations: %w", err), true)
 		}
-		if err := r.issue(st, targets, clean); err != nil {
+		if err := r.issue(st, targets, clean, sp); err != nil {
 			return r.fail(ctx, b, err, true)
 		}
 		// One deletion, counted once (the metric and Summary count batches
@@ -302,7 +303,7 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 			}
 		}
 		if len(recount) > 0 {
-			if err := r.rebuildHourly(st, recount); err != nil {
+			if err := r.rebuildHourly(st, recount, sp); err != nil {
 				fr := r.fail(ctx, b, fmt.Errorf("rebuild %s: %w", hourlyTable, err), true)
 				fr.mutations = res.mutations
 				return fr
@@ -351,10 +352,16 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 // verified only when events and its copy hold none of its rows, and a
 // person whose hourly sums differ from its copy is mutated again
 // (counts.drift), so a run cut short with only some of them issued
-// leaves nothing the next run does not find.
-func (r *Runner) issue(ctx context.Context, targets []Request, clean map[uint64]bool) error {
+// leaves nothing the next run does not find. Each is bounded by the
+// batch's span: ClickHouse skips the parts of other months by their
+// partition's range (a part a mutation does not touch is only linked,
+// but finding that out otherwise reads its person_id and seq), and the
+// hourly counts of other hours are left as they are.
+func (r *Runner) issue(ctx context.Context, targets []Request, clean map[uint64]bool, sp span) error {
 	where, args := eventsWhere(targets, clean)
-	hw, hargs := hourlyWhere(targets)
+	hours, targs := sp.cond("timestamp")
+	where, args = where+hours, append(args, targs...)
+	hw, hargs := hourlyWhere(targets, sp)
 	stmts := []struct {
 		table, where string
 		args         []any
