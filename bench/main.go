@@ -180,7 +180,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if o.only != "" {
-		res.Mode = p.mode + "-" + strings.ReplaceAll(o.only, ",", "+")
+		res.Mode = p.mode + "-" + strings.ReplaceAll(o.only, ",", "-")
 	}
 	stamp := res.Started.Format("20060102T150405Z") + "-" + res.Mode
 	profile := func(name string) string {

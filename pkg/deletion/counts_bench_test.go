@@ -46,7 +46,7 @@ func BenchmarkCountBatch(b *testing.B) {
 	defer cancel()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		c, err := r.countBatch(ctx, reqs)
+		c, err := r.countBatch(ctx, reqs, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -221,7 +221,7 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 	st, cancel := step(ctx)
 	defer func() { cancel() }()
 
-	first, err := r.countBatch(st, b)
+	first, err := r.countBatch(st, b, nil)
 	if err != nil {
 		return r.fail(ctx, b, fmt.Errorf("count events: %w", err), true)
 	}
@@ -231,11 +231,9 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 	// mutation does not lose how many events it deleted.
 	var counted []Request
 	var targets []Request
-	clean := map[uint64]bool{}
 	for i := range b {
 		id := b[i].PersonID
 		n := found[id]
-		clean[id] = n == first.eventsAll[id] && first.copies[id] == first.copiesAll[id]
 		if n > b[i].EventsDeleted {
 			b[i].EventsDeleted = n
 			bump(&b[i])
@@ -245,7 +243,15 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 			targets = append(targets, b[i])
 		}
 	}
+	// The persons every row of which above its request lies outside the
+	// batch's hours (or who have none) are bounded by the batch's largest
+	// sequence alone (eventsWhere).
 	sp := first.spanOf(targets)
+	clean := map[uint64]bool{}
+	for _, q := range targets {
+		id := q.PersonID
+		clean[id] = found[id] == first.eventsAll[id] && first.copies[id] == first.copiesAll[id] || first.keepsApart(id, sp)
+	}
 	if err := r.write(st, counted); err != nil {
 		return r.fail(ctx, b, fmt.Errorf("record event counts: %w", err), true)
 	}
@@ -282,7 +288,7 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 		lap("wait mutations")
 		cancel()
 		st, cancel = step(ctx)
-		after, err := r.countBatch(st, b)
+		after, err := r.countBatch(st, b, &sp)
 		if err != nil {
 			fr := r.fail(ctx, b, fmt.Errorf("verify: %w", err), true)
 			fr.mutations = res.mutations
@@ -292,13 +298,13 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 		for id, n := range after.copies {
 			left[id] += n
 		}
-		// The hourly rows of every target are gone; only persons with
-		// events left (of any sequence: above their request's, or not
-		// deleted) need theirs counted again. Normally there are none,
-		// and the statement, a scan of events, is skipped.
+		// The hourly rows of every target in the span are gone; only
+		// persons with events left there (of any sequence: above their
+		// request's, or not deleted) need theirs counted again. Normally
+		// there are none, and the statement, a scan of events, is skipped.
 		var recount []Request
 		for _, q := range targets {
-			if after.eventsAll[q.PersonID] > 0 {
+			if after.inSpan[q.PersonID] > 0 {
 				recount = append(recount, q)
 			}
 		}
@@ -447,8 +453,9 @@ func (r *Runner) setPending(ctx context.Context, reqs []Request) {
 // own request_seq.
 //
 // clean holds the persons the batch's first count found with no row above
-// their own sequence (every row theirs to delete). For them `seq <= max`
-// is their own bound already: the run read the ingester's commit before
+// their own sequence (every row theirs to delete), or with every such row
+// outside the batch's span (keepsApart), which the mutation's span bound
+// keeps. For them `seq <= max` is their own bound already: the run read the ingester's commit before
 // counting and took only requests at or below it, every row at or below
 // that commit was written before the count, and a row written since has
 // a sequence above it (G7: the transform, evaluated for every row the

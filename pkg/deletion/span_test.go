@@ -15,7 +15,9 @@ import (
 // person's event above its request in one of those hours is counted
 // again, its later one in another month is left as it was, and the counts
 // come out equal to the events left either way; another person's event in
-// the same hour is untouched.
+// the same hour is untouched. A person whose rows above its request all lie
+// outside the span is bounded by the batch's sequence alone (keepsApart),
+// one with such a row inside it by its own.
 func TestHourlyBoundedByTheDeletedHours(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	at := func(month time.Month, day, hour, minute int) time.Time {
@@ -30,6 +32,12 @@ func TestHourlyBoundedByTheDeletedHours(t *testing.T) {
 		{30, 20, at(time.January, 5, 10, 45)}, // above the request, in a deleted hour
 		{30, 21, at(time.June, 1, 9, 0)},      // above the request, outside the span
 		{31, 4, at(time.January, 5, 10, 15)},  // another person, same hour
+		// In the same batch: 32's request (50) lifts the batch's largest
+		// sequence above 30's row 20, which must stay all the same; 40's
+		// row above its request lies outside the span, so 40 needs no
+		// bound of its own and no recount.
+		{32, 5, at(time.January, 5, 11, 0)},
+		{40, 6, at(time.January, 6, 9, 0)}, {40, 22, at(time.July, 1, 9, 0)},
 	}
 	ctx := context.Background()
 	batch, err := f.conn.PrepareBatch(ctx, `INSERT INTO events (project_id, uuid, event, distinct_id, person_id, person_uuid, timestamp, timestamp_ms, properties, seq)`)
@@ -47,16 +55,28 @@ func TestHourlyBoundedByTheDeletedHours(t *testing.T) {
 	}
 	before31 := hourlyOf(t, f.conn, 1, 31, false)
 	request(t, f.runner, Request{ProjectID: 1, PersonID: 30, RequestSeq: 10})
-	commit(t, f.conn, 21)
-	if sum := f.runOnce(t); sum.Verified != 1 || sum.EventsDeleted != 3 || sum.Recounted != 1 {
-		t.Fatalf("run: %+v, want 1 verified, 3 events deleted, 1 recounted", sum)
+	request(t, f.runner, Request{ProjectID: 1, PersonID: 32, RequestSeq: 50})
+	request(t, f.runner, Request{ProjectID: 1, PersonID: 40, RequestSeq: 10})
+	commit(t, f.conn, 50)
+	if sum := f.runOnce(t); sum.Verified != 3 || sum.EventsDeleted != 5 || sum.Mutations != 1 || sum.Recounted != 1 {
+		t.Fatalf("run: %+v, want 3 verified, 5 events deleted in 1 mutation, 1 recounted", sum)
 	}
-	if got := eventsOf(t, f.conn, 1, 30); len(got) != 2 || got[20] != 1 || got[21] != 1 {
-		t.Fatalf("events of 1/30 left: %v, want seqs 20 and 21", got)
-	}
-	got, want := hourlyOf(t, f.conn, 1, 30, false), hourlyOf(t, f.conn, 1, 30, true)
-	if len(want) != 2 || !maps.Equal(got, want) {
-		t.Fatalf("hourly counts of 1/30: %v, want those of its events left %v", got, want)
+	for _, w := range []struct {
+		person uint64
+		left   []uint64
+	}{{30, []uint64{20, 21}}, {32, nil}, {40, []uint64{22}}} {
+		got := eventsOf(t, f.conn, 1, w.person)
+		ok := len(got) == len(w.left)
+		for _, seq := range w.left {
+			ok = ok && got[seq] == 1
+		}
+		if !ok {
+			t.Errorf("events of 1/%d left: %v, want seqs %v", w.person, got, w.left)
+		}
+		got2, want := hourlyOf(t, f.conn, 1, w.person, false), hourlyOf(t, f.conn, 1, w.person, true)
+		if len(want) != len(w.left) || !maps.Equal(got2, want) {
+			t.Errorf("hourly counts of 1/%d: %v, want those of its events left %v", w.person, got2, want)
+		}
 	}
 	if got := hourlyOf(t, f.conn, 1, 31, false); len(got) != 1 || !maps.Equal(got, before31) {
 		t.Fatalf("hourly counts of 1/31: %v, were %v", got, before31)
@@ -87,5 +107,21 @@ func TestSpanOf(t *testing.T) {
 		if got := c.spanOf(b); got != c2.want {
 			t.Errorf("%s: %+v, want %+v", c2.name, got, c2.want)
 		}
+	}
+}
+
+// TestKeepsApart: a person's rows above its request keep it apart from a
+// span only when they all lie outside it.
+func TestKeepsApart(t *testing.T) {
+	h := uint32(3600)
+	c := counts{above: map[uint64][2]uint32{1: {2 * h, 3 * h}, 2: {20 * h, 30 * h}, 3: {5 * h, 20 * h}, 4: {10 * h, 10 * h}}}
+	sp := span{from: 10 * h, to: 12 * h}
+	for id, want := range map[uint64]bool{1: true, 2: true, 3: false, 4: false, 5: false} {
+		if got := c.keepsApart(id, sp); got != want {
+			t.Errorf("person %d: %v, want %v", id, got, want)
+		}
+	}
+	if c.keepsApart(1, span{all: true}) {
+		t.Error("apart from every hour")
 	}
 }
