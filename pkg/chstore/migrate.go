@@ -23,7 +23,15 @@ type Migration struct {
 	Version    uint32
 	Name       string
 	Statements []string
+	// OnlyIf is a statement answering one UInt8, from the file's line
+	// "-- only if: <statement>": when it answers 0, Migrate records the
+	// migration without running it (a database already in the shape it
+	// makes, such as the cluster DDL of docs/operations.md).
+	OnlyIf string
 }
+
+// onlyIfPrefix starts a migration's condition line.
+const onlyIfPrefix = "-- only if: "
 
 // Migrations returns the embedded migrations in order.
 func Migrations() ([]Migration, error) {
@@ -47,6 +55,11 @@ func Migrations() ([]Migration, error) {
 			return nil, err
 		}
 		m := Migration{Version: uint32(v), Name: name}
+		for _, line := range strings.Split(string(body), "\n") {
+			if cond, ok := strings.CutPrefix(line, onlyIfPrefix); ok {
+				m.OnlyIf = strings.TrimSpace(cond)
+			}
+		}
 		for _, st := range strings.Split(string(body), "\n;\n") {
 			if strings.TrimSpace(stripComments(st)) != "" {
 				m.Statements = append(m.Statements, st)
@@ -124,7 +137,18 @@ func (s *Store) Migrate(ctx context.Context) ([]Migration, error) {
 		if done[m.Version] {
 			continue
 		}
+		run := true
+		if m.OnlyIf != "" {
+			var yes uint8
+			if err := s.conn.QueryRow(ctx, m.OnlyIf).Scan(&yes); err != nil {
+				return ran, fmt.Errorf("migration %s: its condition: %w", m.Name, err)
+			}
+			run = yes != 0
+		}
 		for _, st := range m.Statements {
+			if !run {
+				break
+			}
 			if err := s.conn.Exec(ctx, st); err != nil && !addedBefore(st, err) {
 				return ran, fmt.Errorf("migration %s: %w", m.Name, err)
 			}

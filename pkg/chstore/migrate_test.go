@@ -3,7 +3,11 @@ package chstore_test
 import (
 	"context"
 	"maps"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/testenv"
@@ -39,43 +43,8 @@ func TestEventsByDistinctIDBackfill(t *testing.T) {
 	store := testenv.ClickHouse(t) // migrated
 	ctx := context.Background()
 	conn := store.Conn()
-	insert := func(from, to int) {
-		t.Helper()
-		if err := conn.Exec(ctx, `INSERT INTO events (project_id, uuid, event, distinct_id, person_id, person_uuid, timestamp, timestamp_ms, properties, seq)
-			SELECT 1 + number % 2, generateUUIDv4(), if(number % 3 = 0, '$set', 'view'), concat('d', toString(number % 7)), number % 7, generateUUIDv4(),
-			toDateTime('2026-03-01 00:00:00', 'UTC') + number * 3600, 0, if(number % 3 = 0, '{"$actor":1}', '{}'), number + 1
-			FROM numbers(?) WHERE number >= ?`, to, from); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// rowsOf counts the rows of a one-column query by their text: every
-	// column of a row, so the copy and events compare row for row.
-	rowsOf := func(sql string) map[string]int {
-		t.Helper()
-		rows, err := conn.Query(ctx, sql)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		out := map[string]int{}
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				t.Fatal(err)
-			}
-			out[s]++
-		}
-		return out
-	}
-	const cols = "concat(toString(project_id), '/', distinct_id, '/', event, '/', toString(timestamp), '/', toString(uuid), '/', toString(person_id), '/', toString(seq))"
-	check := func(when string) {
-		t.Helper()
-		got := rowsOf("SELECT " + cols + " FROM events_by_distinct_id")
-		want := rowsOf("SELECT " + cols + " FROM events WHERE visitParamHas(properties, '$actor') = 0")
-		if len(want) == 0 || !maps.Equal(got, want) {
-			t.Fatalf("%s: copy has %d rows, events %d without $actor", when, len(got), len(want))
-		}
-	}
+	insert := func(from, to int) { insertSpread(t, conn, from, to) }
+	check := func(when string) { checkCopy(t, conn, when) }
 	insert(0, 300)
 	check("after inserts through the view")
 	// Events stored before the migration: the copy is empty, and the
@@ -101,4 +70,113 @@ func TestEventsByDistinctIDBackfill(t *testing.T) {
 		}
 	}
 	check("after the backfill, twice")
+}
+
+// insertSpread inserts events from..to-1 an hour apart from 2026-03-01 (a
+// third of them the API's $actor commands, two projects).
+func insertSpread(t *testing.T, conn driver.Conn, from, to int) {
+	t.Helper()
+	if err := conn.Exec(context.Background(), `INSERT INTO events (project_id, uuid, event, distinct_id, person_id, person_uuid, timestamp, timestamp_ms, properties, seq)
+		SELECT 1 + number % 2, generateUUIDv4(), if(number % 3 = 0, '$set', 'view'), concat('d', toString(number % 7)), number % 7, generateUUIDv4(),
+		toDateTime('2026-03-01 00:00:00', 'UTC') + number * 3600, 0, if(number % 3 = 0, '{"$actor":1}', '{}'), number + 1
+		FROM numbers(?) WHERE number >= ?`, to, from); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rowsOf counts the rows of a one-column query by their text: every
+// column of a row, so the copy and events compare row for row.
+func rowsOf(t *testing.T, conn driver.Conn, sql string) map[string]int {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out[s]++
+	}
+	return out
+}
+
+// checkCopy fails unless events_by_distinct_id holds exactly the events
+// without $actor.
+func checkCopy(t *testing.T, conn driver.Conn, when string) {
+	t.Helper()
+	const cols = "concat(toString(project_id), '/', distinct_id, '/', event, '/', toString(timestamp), '/', toString(uuid), '/', toString(person_id), '/', toString(seq))"
+	got := rowsOf(t, conn, "SELECT "+cols+" FROM events_by_distinct_id")
+	want := rowsOf(t, conn, "SELECT "+cols+" FROM events WHERE visitParamHas(properties, '$actor') = 0")
+	if len(want) == 0 || !maps.Equal(got, want) {
+		t.Fatalf("%s: copy has %d rows, events %d without $actor", when, len(got), len(want))
+	}
+}
+
+// TestEventsByDistinctIDByMonth: migration 0019 leaves events_by_distinct_id
+// partitioned by month with the same rows, its view filling the new
+// table, and nothing else behind; interrupted after any of its statements,
+// it runs again from the top to the same end.
+func TestEventsByDistinctIDByMonth(t *testing.T) {
+	store := testenv.ClickHouse(t) // migrated
+	ctx := context.Background()
+	conn := store.Conn()
+	migrations, err := chstore.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(migrations, func(m chstore.Migration) bool { return m.Version == 19 })
+	if i < 0 {
+		t.Fatal("no migration 19")
+	}
+	m := migrations[i]
+	if m.OnlyIf == "" {
+		t.Fatal("migration 19 has no condition (it must skip the cluster's Distributed table)")
+	}
+	insertSpread(t, conn, 0, 2000) // ~3 months
+	for cut := range len(m.Statements) + 1 {
+		for _, st := range m.Statements[:cut] {
+			if err := conn.Exec(ctx, st); err != nil {
+				t.Fatalf("cut %d: %v", cut, err)
+			}
+		}
+		// The migration again, whole, as Migrate runs it.
+		var yes uint8
+		if err := conn.QueryRow(ctx, m.OnlyIf).Scan(&yes); err != nil || yes != 1 {
+			t.Fatalf("cut %d: condition %d, %v; want 1 on a single server", cut, yes, err)
+		}
+		for _, st := range m.Statements {
+			if err := conn.Exec(ctx, st); err != nil {
+				t.Fatalf("cut %d, run again: %v", cut, err)
+			}
+		}
+		var key string
+		if err := conn.QueryRow(ctx, "SELECT partition_key FROM system.tables WHERE database = currentDatabase() AND name = 'events_by_distinct_id'").Scan(&key); err != nil {
+			t.Fatal(err)
+		}
+		if key != "toYYYYMM(timestamp)" {
+			t.Fatalf("cut %d: partition key %q", cut, key)
+		}
+		var parts uint64
+		if err := conn.QueryRow(ctx, "SELECT uniqExact(partition) FROM system.parts WHERE database = currentDatabase() AND table = 'events_by_distinct_id' AND active").Scan(&parts); err != nil {
+			t.Fatal(err)
+		}
+		if parts < 3 {
+			t.Fatalf("cut %d: %d partitions, want one a month (3)", cut, parts)
+		}
+		var left []string
+		for name := range rowsOf(t, conn, "SELECT name FROM system.tables WHERE database = currentDatabase() AND name LIKE 'events_by_distinct_id%'") {
+			left = append(left, name)
+		}
+		slices.Sort(left)
+		if strings.Join(left, " ") != "events_by_distinct_id events_by_distinct_id_mv" {
+			t.Fatalf("cut %d: tables %v", cut, left)
+		}
+		// The view writes into the table now of that name.
+		insertSpread(t, conn, 2000+cut*10, 2010+cut*10)
+		checkCopy(t, conn, "after the migration and an insert")
+	}
 }
