@@ -201,6 +201,11 @@ func run(ctx context.Context, o options) error {
 	}
 	defer n.stop()
 	res.Machine = describeMachine(ch)
+	res.Machine.DataDir, res.Machine.DataFS = tmp, describeFS(tmp)
+	lg.f("data in %s: %s", tmp, res.Machine.DataFS)
+	if strings.HasSuffix(res.Machine.DataFS, "(no journal)") {
+		lg.f("warning: ext4 without a journal costs ClickHouse's parts much more CPU than a usual filesystem (docs/performance.md, h/fs); set TMPDIR to a directory elsewhere")
+	}
 	if ch.pid == 0 {
 		res.Notes = append(res.Notes, "ClickHouse server process not found: its CPU time is not measured")
 	}
