@@ -60,6 +60,10 @@ func (c counts) spanOf(b []Request) span {
 		return span{all: true}
 	}
 	s.from -= s.from % 3600
+	if s.to > math.MaxUint32-3600 {
+		// The hour after the latest row is past DateTime's range (2106).
+		return span{all: true}
+	}
 	s.to += 3600 - s.to%3600
 	return s
 }

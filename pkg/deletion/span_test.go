@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"testing"
 	"time"
 
@@ -89,7 +90,7 @@ func TestHourlyBoundedByTheDeletedHours(t *testing.T) {
 func TestSpanOf(t *testing.T) {
 	h := uint32(3600)
 	c := counts{hourly: map[uint64]uint64{1: 2, 2: 1, 3: 5}, copiesAll: map[uint64]uint64{1: 2, 2: 1, 3: 4},
-		times: map[uint64][2]uint32{1: {10*h + 5, 12*h + 1}, 2: {9 * h, 9 * h}}}
+		times: map[uint64][2]uint32{1: {10*h + 5, 12*h + 1}, 2: {9 * h, 9 * h}, 5: {9 * h, math.MaxUint32}}}
 	for _, c2 := range []struct {
 		name string
 		b    []uint64
@@ -99,6 +100,7 @@ func TestSpanOf(t *testing.T) {
 		{"two persons, an exact hour", []uint64{1, 2}, span{from: 9 * h, to: 13 * h}},
 		{"drift", []uint64{1, 3}, span{all: true}},
 		{"nothing dated", []uint64{4}, span{all: true}},
+		{"the last hour of DateTime", []uint64{5}, span{all: true}},
 	} {
 		var b []Request
 		for _, id := range c2.b {
