@@ -217,12 +217,17 @@ func (s *session) settle(ctx context.Context) {
 	if s.p.mode == "quick" {
 		limit = 10 * time.Second
 	}
+	// Quiet for a second: between two merges system.merges can be empty
+	// for a moment while parts are still waiting to be merged.
 	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if s.count(ctx, "SELECT count() FROM system.merges") == 0 {
+	for quiet := 0; time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(200 * time.Millisecond) {
+		if s.count(ctx, "SELECT count() FROM system.merges") != 0 {
+			quiet = 0
+			continue
+		}
+		if quiet++; quiet == 5 {
 			return
 		}
-		time.Sleep(200 * time.Millisecond)
 	}
 	s.res.Notes = append(s.res.Notes, fmt.Sprintf("background merges still running after %s when idle reads started", limit))
 }
