@@ -15,8 +15,10 @@
 -- runs again from the top and ends in the same state, since it rebuilds
 -- from events rather than from the old table (which may be gone then).
 -- On a large table the old table's DROP may meet the server's
--- max_table_size_to_drop (current ClickHouse): follow its message, run
--- the migration again.
+-- max_table_size_to_drop (current ClickHouse), and the INSERT its
+-- max_partitions_per_insert_block (a block of rows of over 100 months):
+-- follow the message, run the migration again. Between the two RENAMEs
+-- the table does not exist: the API's reads of it fail for that moment.
 --
 -- On the cluster DDL of docs/operations.md (a Distributed table of this
 -- name) there is nothing to do here: the condition below skips it, and

@@ -78,7 +78,7 @@ func (s *Store) firstWindowKeys(ctx context.Context, q ListQuery) (page []pageRo
 	// rows come from the row cache, the others read at those versions
 	// (pageRows): no read of persons through FINAL.
 	rows, err := s.conn.Query(ctx, `SELECT rid, version, live, newest FROM person_order FINAL
-		ANY INNER JOIN (SELECT project_id, argMax(live, version) AS live, argMax(newest, version) AS newest
+		ALL INNER JOIN (SELECT project_id, argMax(live, version) AS live, argMax(newest, version) AS newest
 			FROM person_counts WHERE project_id = ? GROUP BY project_id) USING project_id
 		WHERE project_id = ? AND rank <= ? AND is_deleted = 0 ORDER BY rank, rid LIMIT ?, ?`,
 		q.ProjectID, q.ProjectID, orderRank(hint.newest.Add(-orderWindows[hint.window])), q.Offset, q.Limit)

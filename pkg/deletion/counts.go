@@ -119,8 +119,9 @@ func (r *Runner) countBatch(ctx context.Context, b []Request, after *span) (coun
 	}
 	seen := make(map[uint64]bool, len(b))
 	for _, q := range b {
-		// One row a person (the join takes any): its first request's
-		// sequence, as a batch's mutation bounds it (issue).
+		// One row a person, so that the ALL join meets each of its
+		// rows once: its first request's sequence, as a batch's
+		// mutation bounds it (issue).
 		if seen[q.PersonID] {
 			continue
 		}
@@ -133,11 +134,11 @@ func (r *Runner) countBatch(ctx context.Context, b []Request, after *span) (coun
 	const mine = "SELECT person_id, countIf(seq <= req) AS m, count() AS a, " +
 		"minIf(ts, seq <= req) AS lo, maxIf(ts, seq <= req) AS hi, minIf(ts, seq > req) AS alo, maxIf(ts, seq > req) AS ahi, " +
 		"countIf(ts >= ? AND ts < ?) AS s FROM (SELECT person_id, seq, toUInt32(timestamp) AS ts FROM "
-	const joined = ") ANY INNER JOIN del USING person_id GROUP BY person_id"
+	const joined = ") ALL INNER JOIN del USING person_id GROUP BY person_id"
 	project := b[0].ProjectID
-	from, to := uint32(0), uint32(math.MaxUint32)
+	from, to := uint64(0), uint64(math.MaxUint32)+1 // every second DateTime holds
 	if after != nil && !after.all {
-		from, to = after.from, after.to
+		from, to = uint64(after.from), uint64(after.to)
 	}
 	sql := "SELECT toUInt8(0) AS t, * FROM (" + mine + "events" + in + joined + ")" +
 		" UNION ALL SELECT toUInt8(1) AS t, * FROM (" + mine + copyTable + in + joined + ")"
