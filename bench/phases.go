@@ -217,17 +217,11 @@ func (s *session) settle(ctx context.Context) {
 	if s.p.mode == "quick" {
 		limit = 10 * time.Second
 	}
-	// Quiet for a second: between two merges system.merges can be empty
-	// for a moment while parts are still waiting to be merged.
-	deadline := time.Now().Add(limit)
-	for quiet := 0; time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(200 * time.Millisecond) {
-		if s.count(ctx, "SELECT count() FROM system.merges") != 0 {
-			quiet = 0
-			continue
+	if _, quiet, err := waitMerges(rawCtx(ctx), s.store.Conn(), limit); err != nil || quiet {
+		if err != nil {
+			s.lg.f("waiting for merges: %v", err)
 		}
-		if quiet++; quiet == 5 {
-			return
-		}
+		return
 	}
 	s.res.Notes = append(s.res.Notes, fmt.Sprintf("background merges still running after %s when idle reads started", limit))
 }

@@ -32,35 +32,44 @@ type Purge struct {
 	SettleSeconds [2]float64 `json:"settle_seconds"`
 }
 
-// waitSettled waits until no merge of the databases' tables has run for
-// half a second (or a minute has passed): a copy's INSERT ... SELECT leaves
-// parts that ClickHouse merges for seconds after, and a mutation measured
-// beside them (its own table's or the other copy's) would time the merges
-// too. The deleter's weekly run finds its tables long merged.
-func waitSettled(ctx context.Context, conn driver.Conn, dbs ...string) (time.Duration, error) {
-	set := clickhouse.GroupSet{}
-	for _, d := range dbs {
-		set.Value = append(set.Value, d)
+// waitMerges waits until no merge has run for half a second (five polls
+// in a row), of the databases' tables (every table when none are given),
+// or until limit has passed: it returns the time waited and whether the
+// merges went quiet. A bulk insert (G10's rows, a copy's INSERT ...
+// SELECT) leaves parts that ClickHouse merges for seconds after, and
+// system.merges can be empty for a moment between two merges.
+func waitMerges(ctx context.Context, conn driver.Conn, limit time.Duration, dbs ...string) (time.Duration, bool, error) {
+	sql, args := "SELECT count() FROM system.merges", []any{}
+	if len(dbs) > 0 {
+		set := clickhouse.GroupSet{}
+		for _, d := range dbs {
+			set.Value = append(set.Value, d)
+		}
+		sql, args = sql+" WHERE database IN ?", []any{set}
 	}
 	start := time.Now()
-	quiet := 0
-	for quiet < 5 && time.Since(start) < time.Minute {
+	for quiet := 0; ; {
 		var n uint64
-		if err := conn.QueryRow(ctx, "SELECT count() FROM system.merges WHERE database IN ?", set).Scan(&n); err != nil {
-			return 0, err
+		if err := conn.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+			return time.Since(start), false, err
 		}
 		if n == 0 {
 			quiet++
 		} else {
 			quiet = 0
 		}
+		if quiet == 5 {
+			return time.Since(start), true, nil
+		}
+		if time.Since(start) >= limit {
+			return time.Since(start), false, nil
+		}
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return time.Since(start), false, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return time.Since(start), nil
 }
 
 // copyTables copies tables of src into a new database dst.
@@ -153,7 +162,9 @@ func measurePurge(ctx context.Context, ch *chServer, db string, project uint64, 
 	}
 
 	// Raw: one mutation for every person, timed until it is done.
-	settled, err := waitSettled(ctx, conn, rawDB, svcDB)
+	// Neither side is timed beside the copies' merges; the deleter's
+	// weekly run finds its tables long merged.
+	settled, _, err := waitMerges(ctx, conn, time.Minute, rawDB, svcDB)
 	if err != nil {
 		return p, err
 	}
@@ -182,7 +193,7 @@ func measurePurge(ctx context.Context, ch *chServer, db string, project uint64, 
 	if err != nil {
 		return p, err
 	}
-	if settled, err = waitSettled(ctx, conn, rawDB, svcDB); err != nil {
+	if settled, _, err = waitMerges(ctx, conn, time.Minute, rawDB, svcDB); err != nil {
 		return p, err
 	}
 	p.SettleSeconds[1] = settled.Seconds()

@@ -137,18 +137,17 @@ func (s *Store) Migrate(ctx context.Context) ([]Migration, error) {
 		if done[m.Version] {
 			continue
 		}
-		run := true
+		statements := m.Statements
 		if m.OnlyIf != "" {
 			var yes uint8
 			if err := s.conn.QueryRow(ctx, m.OnlyIf).Scan(&yes); err != nil {
 				return ran, fmt.Errorf("migration %s: its condition: %w", m.Name, err)
 			}
-			run = yes != 0
-		}
-		for _, st := range m.Statements {
-			if !run {
-				break
+			if yes == 0 {
+				statements = nil // recorded, not run
 			}
+		}
+		for _, st := range statements {
 			if err := s.conn.Exec(ctx, st); err != nil && !addedBefore(st, err) {
 				return ran, fmt.Errorf("migration %s: %w", m.Name, err)
 			}

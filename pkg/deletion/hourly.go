@@ -27,24 +27,24 @@ const hourlyTable = "events_hourly"
 
 // hourlyWhere selects the hourly rows of a batch's persons (one project)
 // in the batch's hours.
-func hourlyWhere(b []Request, sp span) (string, []any) {
-	set := make([]any, len(b))
-	for i, q := range b {
-		set[i] = q.PersonID
-	}
-	hours, hargs := sp.cond("hour")
-	return "project_id = ? AND person_id IN ?" + hours, append([]any{b[0].ProjectID, clickhouse.GroupSet{Value: set}}, hargs...)
-}
+func hourlyWhere(b []Request, sp span) (string, []any) { return personsWhere(b, "hour", sp) }
 
 // rebuildHourly counts into events_hourly the events of the batch's
 // persons left in events in the batch's hours (those its mutation
 // emptied), as the view counts an insert (schema 0014).
 func (r *Runner) rebuildHourly(ctx context.Context, b []Request, sp span) error {
+	where, args := personsWhere(b, "timestamp", sp)
+	return r.conn.Exec(ctx, "INSERT INTO "+hourlyTable+" (project_id, event, hour, distinct_id, person_id, events) "+
+		chstore.HourlyCountsSQL(where), args...)
+}
+
+// personsWhere selects the rows of a batch's persons (one project) whose
+// col (a DateTime column) lies in the span.
+func personsWhere(b []Request, col string, sp span) (string, []any) {
 	set := make([]any, len(b))
 	for i, q := range b {
 		set[i] = q.PersonID
 	}
-	hours, hargs := sp.cond("timestamp")
-	return r.conn.Exec(ctx, "INSERT INTO "+hourlyTable+" (project_id, event, hour, distinct_id, person_id, events) "+
-		chstore.HourlyCountsSQL("project_id = ? AND person_id IN ?"+hours), append([]any{b[0].ProjectID, clickhouse.GroupSet{Value: set}}, hargs...)...)
+	hours, hargs := sp.cond(col)
+	return "project_id = ? AND person_id IN ?" + hours, append([]any{b[0].ProjectID, clickhouse.GroupSet{Value: set}}, hargs...)
 }

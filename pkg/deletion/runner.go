@@ -455,10 +455,10 @@ func (r *Runner) setPending(ctx context.Context, reqs []Request) {
 // clean holds the persons the batch's first count found with no row above
 // their own sequence (every row theirs to delete), or with every such row
 // outside the batch's span (keepsApart), which the mutation's span bound
-// keeps. For them `seq <= max` is their own bound already: the run read the ingester's commit before
-// counting and took only requests at or below it, every row at or below
-// that commit was written before the count, and a row written since has
-// a sequence above it (G7: the transform, evaluated for every row the
+// keeps. For them `seq <= max` is their own bound already: the run read
+// the ingester's commit before counting and took only requests at or
+// below it, every row at or below that commit was written before the
+// count, and a row written since has a sequence above it (G7: the transform, evaluated for every row the
 // mutation reads, cost ~15% of the mutations' wait).
 func eventsWhere(b []Request, clean map[uint64]bool) (string, []any) {
 	var ids, seqs []uint64
