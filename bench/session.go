@@ -289,6 +289,8 @@ func (s *session) ingestMain(ctx context.Context) error {
 	meter := newCPUMeter(s.ing.pid, s.ch.pid, os.Getpid())
 	busy0 := systemBusy()
 	start := time.Now()
+	// The bench process's own profile: the NATS server, and the bench.
+	stopSelf := cpuProfile(s.profile("bench-g1.cpu.pprof"))
 	s.lg.f("G1: ingesting %d events", s.p.events)
 	if err := s.watcher.Wait(ctx, s.mainLast, time.Hour); err != nil {
 		return fmt.Errorf("waiting for seq %d: %w", s.mainLast, err)
@@ -296,7 +298,11 @@ func (s *session) ingestMain(ctx context.Context) error {
 	elapsed := time.Since(start)
 	cpu := meter.stop()
 	other := (systemBusy() - busy0).Seconds() - cpu[0] - cpu[1] - cpu[2]
+	stopSelf()
 	_ = s.ing.stopCPUProfile()
+	// The heap profile's alloc_space is G1's allocation: the child has
+	// done nothing else.
+	_ = s.ing.heapProfile(s.profile("ingester-g1.heap.pprof"))
 	in := &s.res.Project.Ingest
 	in.OtherCPUSeconds = max(0, other)
 	in.CPUCapacitySeconds = elapsed.Seconds() * float64(runtime.NumCPU())

@@ -15,7 +15,8 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestLoadManyIDs: the ingester's lookups take a whole batch's ids in one
-// statement (far above the default max_query_size), on ClickHouse 18.16 too.
+// statement (as an external table, keyTable), on ClickHouse 18.16 too; an
+// empty list reads nothing.
 func TestLoadManyIDs(t *testing.T) {
 	store := testenv.ClickHouse(t)
 	ctx := context.Background()
@@ -40,6 +41,12 @@ func TestLoadManyIDs(t *testing.T) {
 	rows, err := store.LoadDistinctIDs(ctx, 1, append(dids, "unknown"))
 	if err != nil || len(rows) != n || rows[dids[n-1]].PersonID != n {
 		t.Fatalf("LoadDistinctIDs: %d, %v", len(rows), err)
+	}
+	if rows, err := store.LoadDistinctIDs(ctx, 1, nil); err != nil || len(rows) != 0 {
+		t.Fatalf("LoadDistinctIDs of none: %d, %v", len(rows), err)
+	}
+	if persons, err := store.LoadPersons(ctx, 2, ids[:10]); err != nil || len(persons) != 0 {
+		t.Fatalf("LoadPersons of another project: %d, %v", len(persons), err)
 	}
 }
 
