@@ -33,11 +33,15 @@ func rate(n int, d time.Duration) Rate {
 
 // rawConsume drains n messages of the events stream with a bare pull
 // consumer (the ingester's pull settings), acknowledging every message
-// (ackEvery 1, AckExplicit) or the every ackEvery-th with AckAll. The time
-// runs from the first delivery to the last acknowledgement sent.
+// (ackEvery 1, AckExplicit), every ackEvery-th with AckAll, or none
+// (ackEvery 0, AckNone, as the ingester). The time runs from the first
+// delivery to the last message received or acknowledgement sent.
 func rawConsume(ctx context.Context, js jetstream.JetStream, name string, n, ackEvery, batch int) (Rate, error) {
 	policy := jetstream.AckExplicitPolicy
-	if ackEvery > 1 {
+	switch {
+	case ackEvery == 0:
+		policy = jetstream.AckNonePolicy
+	case ackEvery > 1:
 		policy = jetstream.AckAllPolicy
 	}
 	cons, err := js.CreateConsumer(ctx, stream.Events, jetstream.ConsumerConfig{
@@ -62,7 +66,7 @@ func rawConsume(ctx context.Context, js jetstream.JetStream, name string, n, ack
 		if i == 0 {
 			start = time.Now()
 		}
-		if ackEvery <= 1 || (i+1)%ackEvery == 0 || i == n-1 {
+		if ackEvery == 1 || (ackEvery > 1 && ((i+1)%ackEvery == 0 || i == n-1)) {
 			if err := msg.Ack(); err != nil {
 				return Rate{}, err
 			}

@@ -48,11 +48,14 @@ type Dataset struct {
 
 // Baselines are the raw measurements the ratios divide by.
 type Baselines struct {
-	ConsumeAckEach   Rate             `json:"jetstream_consume_ack_each"`
-	ConsumeAckAll500 Rate             `json:"jetstream_consume_ackall_500"`
-	Insert           insertComparison `json:"events_insert"`
-	Reads            []Latency        `json:"reads_bare_driver"`
-	G10              []Latency        `json:"g10_bare_driver"`
+	ConsumeAckEach   Rate `json:"jetstream_consume_ack_each"`
+	ConsumeAckAll500 Rate `json:"jetstream_consume_ackall_500"`
+	// ConsumeNoAck is the ingester's consumer policy (AckNone), reported
+	// beside G1's baseline, not used by it.
+	ConsumeNoAck Rate             `json:"jetstream_consume_no_ack"`
+	Insert       insertComparison `json:"events_insert"`
+	Reads        []Latency        `json:"reads_bare_driver"`
+	G10          []Latency        `json:"g10_bare_driver"`
 }
 
 // Project are the service's own figures.
@@ -163,6 +166,7 @@ func printReport(w io.Writer, r *Result) {
 	row("publish (PublishAsync, window 4000)", fmt.Sprintf("%.0f msg/s", r.Dataset.PublishPerSecond))
 	row("raw consume, ack each", fmt.Sprintf("%.0f msg/s", b.ConsumeAckEach.PerSecond))
 	row("raw consume, AckAll every 500th", fmt.Sprintf("%.0f msg/s", b.ConsumeAckAll500.PerSecond))
+	row("raw consume, no ack (the ingester's policy)", fmt.Sprintf("%.0f msg/s", b.ConsumeNoAck.PerSecond))
 	row("clickhouse-client TSV insert", fmt.Sprintf("%.0f rows/s (server %.1f us/row)", b.Insert.Client.PerSecond, b.Insert.Client.ServerCPUPerItem))
 	row(fmt.Sprintf("store WriteRows, %d-row batches", b.Insert.Batch), fmt.Sprintf("%.0f rows/s (server %.1f us/row, client %.1f us/row)", b.Insert.Store.PerSecond, b.Insert.Store.ServerCPUPerItem, b.Insert.Store.ClientCPUPerItem))
 	row("end-to-end ingest", fmt.Sprintf("%.0f events/s (%d events in %.1fs)", p.Ingest.PerSecond, p.Ingest.Items, p.Ingest.Seconds))

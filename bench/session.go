@@ -228,6 +228,12 @@ func (s *session) rawConsumes(ctx context.Context) error {
 		return err
 	}
 	s.lg.f("raw consume, AckAll every 500th: %.0f msg/s", b.ConsumeAckAll500.PerSecond)
+	// The ingester's own policy since session 16: no G1 baseline (the
+	// goal is set against ack each), reported beside it.
+	if b.ConsumeNoAck, err = rawConsume(ctx, s.n.js, "bench_raw_noack", s.p.events, 0, s.cfg.BatchSize); err != nil {
+		return err
+	}
+	s.lg.f("raw consume, no ack: %.0f msg/s", b.ConsumeNoAck.PerSecond)
 	return nil
 }
 

@@ -45,6 +45,9 @@ type runOptions struct {
 	metricsAddr    string
 	memoryLimitMiB int
 	nice           int
+	// ackWait is read and ignored: the consumer acknowledges nothing
+	// since session 16. Kept so command lines that set it still start.
+	ackWait time.Duration
 }
 
 // parseRun reads flags, with environment variables as their defaults, and
@@ -58,10 +61,10 @@ func parseRun(args []string) (*runOptions, error) {
 	fs.StringVar(&o.cfg.Consumer, "consumer", appconfig.Env("INGESTER_CONSUMER", o.cfg.Consumer), "durable consumer name (env INGESTER_CONSUMER)")
 	fs.IntVar(&o.cfg.BatchSize, "batch-size", env.Int("INGESTER_BATCH_SIZE", o.cfg.BatchSize), "most messages per batch (env INGESTER_BATCH_SIZE)")
 	fs.DurationVar(&o.cfg.BatchWait, "batch-wait", env.Duration("INGESTER_BATCH_WAIT", o.cfg.BatchWait), "longest wait for a batch to fill (env INGESTER_BATCH_WAIT)")
-	fs.DurationVar(&o.cfg.GrowFor, "grow-for", env.Duration("INGESTER_GROW_FOR", o.cfg.GrowFor), "longest a full batch grows while the stream holds more behind it, writing its persons once at its end (at most half of -ack-wait); 0: batches end at -batch-size (env INGESTER_GROW_FOR)")
+	fs.DurationVar(&o.cfg.GrowFor, "grow-for", env.Duration("INGESTER_GROW_FOR", o.cfg.GrowFor), "longest a full batch grows while the stream holds more behind it, writing its persons once at its end ; 0: batches end at -batch-size (env INGESTER_GROW_FOR)")
 	fs.IntVar(&o.cfg.GrowPersons, "grow-persons", env.Int("INGESTER_GROW_PERSONS", o.cfg.GrowPersons), "a grown batch ends at this many changed persons (held in memory, properties decoded); 0: no bound (env INGESTER_GROW_PERSONS)")
 	fs.IntVar(&o.cfg.MaxCachedPersons, "max-cached-persons", env.Int("INGESTER_MAX_CACHED_PERSONS", o.cfg.MaxCachedPersons), "persons kept in memory between batches (env INGESTER_MAX_CACHED_PERSONS)")
-	fs.DurationVar(&o.cfg.AckWait, "ack-wait", env.Duration("INGESTER_ACK_WAIT", o.cfg.AckWait), "JetStream ack wait (env INGESTER_ACK_WAIT)")
+	fs.DurationVar(&o.ackWait, "ack-wait", env.Duration("INGESTER_ACK_WAIT", 0), "ignored: the consumer acknowledges nothing, the commit marker is the progress (docs/operations.md); kept so existing command lines start (env INGESTER_ACK_WAIT)")
 	fs.DurationVar(&o.cfg.StallWait, "stall-wait", env.Duration("INGESTER_STALL_WAIT", o.cfg.StallWait), "how long to wait for a message the stream says is there before recreating the consumer (env INGESTER_STALL_WAIT)")
 	fs.DurationVar(&o.cfg.ShutdownGrace, "shutdown-grace", env.Duration("INGESTER_SHUTDOWN_GRACE", o.cfg.ShutdownGrace), "on SIGINT/SIGTERM, how long the batch in hand may still take to commit; after it the batch is left unacknowledged for the next start (env INGESTER_SHUTDOWN_GRACE)")
 	fs.IntVar(&o.memoryLimitMiB, "memory-limit-mib", env.Int("INGESTER_MEMORY_LIMIT_MIB", appconfig.IngesterMemoryLimitMiB), "Go soft memory limit in MiB unless GOMEMLIMIT is set; 0 for none (env INGESTER_MEMORY_LIMIT_MIB)")

@@ -16,9 +16,9 @@ import (
 // gapError reports that the consumer delivered a message past one it never
 // delivered: the client can lose messages in flight (a connection cut, a
 // reconnect, a full subscription buffer: "slow consumer, messages
-// dropped"), and JetStream does not redeliver them before their ack wait,
-// if ever: the AckAll of a later message acknowledges them too. Folding
-// past the gap would lose those events for good, or fold them out of order.
+// dropped"), and JetStream never delivers them again to a consumer that
+// acknowledges nothing. Folding past the gap would lose those events for
+// good, or fold them out of order.
 type gapError struct{ want, got uint64 }
 
 func (e *gapError) Error() string {
@@ -82,14 +82,16 @@ func (i *Ingester) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	cfg := jetstream.ConsumerConfig{
 		Durable:     i.cfg.Consumer,
 		Description: "folds events into persons in ClickHouse; recreated at every start from the last commit",
-		AckPolicy:   jetstream.AckAllPolicy,
-		AckWait:     i.cfg.AckWait,
-		// Unbounded: a batch extended through a crashed batch's range
-		// (collect) may hold more unacknowledged messages than any
-		// multiple of BatchSize, and a bound would stall it for good.
-		// The client's pull buffer (PullMaxMessages) bounds what is in
+		// Nothing is acknowledged: the commit marker is the progress,
+		// and the consumer is recreated from it at every start and
+		// after a lost delivery (collect). With acknowledgements the
+		// server kept every message in flight in a pending set, wrote
+		// that set out on every flush and could redeliver: 25-30% of
+		// the NATS server's CPU in G1 (docs/performance.md, session
+		// 16), for redeliveries the ingester drops as copies. The
+		// client's pull buffer (PullMaxMessages) bounds what is in
 		// flight beyond the batch in hand.
-		MaxAckPending: -1,
+		AckPolicy: jetstream.AckNonePolicy,
 		// Events and commands: one stream, one order; of this
 		// partition only (stream.PartitionFilter).
 		FilterSubjects: stream.PartitionFilter(i.cfg.Partition, i.cfg.Streams.Partitions),

@@ -199,12 +199,7 @@ func (i *Ingester) writeAhead(ctx context.Context, c *chunk, end *pending) *ahea
 	a := &ahead{done: make(chan struct{})}
 	go func() {
 		defer close(a.done)
-		if a.err = i.writeEvents(ctx, events); a.err != nil {
-			return
-		}
-		if err := end.msg.Ack(); err != nil {
-			i.log.Warn("ack of a grown batch's chunk failed", "err", err, "seq", end.seq)
-		}
+		a.err = i.writeEvents(ctx, events)
 	}()
 	return a
 }

@@ -38,7 +38,7 @@ func TestBatchGrowsWithBacklog(t *testing.T) {
 	store := testenv.ClickHouse(t)
 	stopMerges(t, store)
 	cfg := testConfig("grown")
-	cfg.BatchSize, cfg.GrowFor, cfg.AckWait = 16, 20*time.Second, time.Minute
+	cfg.BatchSize, cfg.GrowFor = 16, 20*time.Second
 	runUntil(t, cfg, n.JS, store, last)
 
 	ref := testenv.ClickHouse(t)
@@ -68,7 +68,7 @@ func TestGrownBatchEndsAtDirtyBound(t *testing.T) {
 	last := testenv.PublishWorkload(t, n.JS, 0, testenv.Workload(3, 600, 200))
 	store := testenv.ClickHouse(t)
 	cfg := testConfig("bounded")
-	cfg.BatchSize, cfg.GrowFor, cfg.AckWait, cfg.GrowPersons = 16, 20*time.Second, time.Minute, 20
+	cfg.BatchSize, cfg.GrowFor, cfg.GrowPersons = 16, 20*time.Second, 20
 	runUntil(t, cfg, n.JS, store, last)
 	batches, _ := rowCounts(t, store, cfg.Consumer)
 	// 200 ids: ~40 persons per 16-message chunk... at most a chunk's
@@ -134,7 +134,7 @@ func TestGrownBatchCrashes(t *testing.T) {
 	for seed := int64(1); seed <= 4; seed++ {
 		n, last, store := crashSetup(t, seed, 400, 30)
 		cfg := testConfig("crashing")
-		cfg.BatchSize, cfg.GrowFor, cfg.AckWait = 24, 20*time.Second, time.Minute
+		cfg.BatchSize, cfg.GrowFor = 24, 20*time.Second
 		if seed%2 == 1 {
 			dying := &aheadDyingStore{dyingStore: newDyingStore(store, 0, true), ahead: int(seed)}
 			runUntilClosed(t, cfg, n, dying, dying.dead)
@@ -184,7 +184,7 @@ func TestGrownBatchTooLargeIsCapped(t *testing.T) {
 	last := testenv.PublishWorkload(t, n.JS, 0, testenv.Workload(3, 600, 200))
 	store := &sizeLimitStore{Store: testenv.ClickHouse(t), limit: 60}
 	cfg := testConfig("capped")
-	cfg.BatchSize, cfg.GrowFor, cfg.AckWait, cfg.GrowPersons = 16, 20*time.Second, time.Minute, 0
+	cfg.BatchSize, cfg.GrowFor, cfg.GrowPersons = 16, 20*time.Second, 0
 	runUntil(t, cfg, n.JS, store, last)
 	if store.refused.Load() == 0 {
 		t.Fatal("no commit was refused: the test does not test the cap")

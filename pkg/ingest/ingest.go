@@ -48,15 +48,12 @@ type Config struct {
 	BatchWait time.Duration
 	// MaxCachedPersons bounds the persons held in memory between batches.
 	MaxCachedPersons int
-	// AckWait is how long JetStream waits for an ack before redelivering.
-	AckWait time.Duration
 	// StallWait is how long the ingester waits for the next message when
 	// the last one said the stream holds more for the consumer
 	// (NumPending > 0). Past it, messages in flight were lost in the
 	// client (a full buffer: "slow consumer, messages dropped") and no
 	// later delivery shows the hole, so the consumer is recreated from
-	// the last commit instead of waiting AckWait for a redelivery
-	// (collect).
+	// the last commit (collect).
 	StallWait time.Duration
 	// Streams creates the streams and the progress bucket when they are
 	// missing; existing ones are bound as they are.
@@ -78,8 +75,8 @@ type Config struct {
 	WriteLane bool
 	// GrowFor is the longest a batch grows beyond BatchSize while the
 	// stream holds more behind it (grow.go): its persons are written
-	// once at its end (G3). 0: batches end at BatchSize. At most half of
-	// AckWait (New lowers it). On by default (30 s): an API write in the
+	// once at its end (G3). 0: batches end at BatchSize. On by default
+	// (30 s): an API write in the
 	// write lane cuts a grown batch and waits only for its own persons'
 	// rows (the lead, chstore.BatchMarker.Lead), not for the batch's.
 	GrowFor time.Duration
@@ -109,8 +106,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("batch size %d out of range 1..1000000", c.BatchSize)
 	case c.BatchWait <= 0:
 		return errors.New("batch wait must be positive")
-	case c.AckWait < 5*time.Second:
-		return errors.New("ack wait must be at least 5s")
 	case c.StallWait <= 0:
 		return errors.New("stall wait must be positive")
 	case c.MaxPersonBytes < 0:
@@ -132,7 +127,7 @@ func (c Config) Validate() error {
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{Consumer: "ingester", BatchSize: 20000, BatchWait: 200 * time.Millisecond, MaxCachedPersons: 500_000, AckWait: 2 * time.Minute,
+	return Config{Consumer: "ingester", BatchSize: 20000, BatchWait: 200 * time.Millisecond, MaxCachedPersons: 500_000,
 		StallWait:      10 * time.Second,
 		MaxPersonBytes: fold.DefaultMaxPersonBytes, ShutdownGrace: 10 * time.Second, LeaseTTL: 10 * time.Second,
 		WriteLane: true, GrowFor: 30 * time.Second, GrowPersons: 200_000}
@@ -224,7 +219,6 @@ func New(cfg Config, js jetstream.JetStream, store Store, logger *slog.Logger, r
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.GrowFor = min(cfg.GrowFor, cfg.AckWait/2)
 	f := fold.New(store)
 	f.MaxCached = cfg.MaxCachedPersons
 	f.MaxPersonBytes = cfg.MaxPersonBytes
@@ -465,8 +459,8 @@ func (i *Ingester) recover(ctx context.Context) error {
 // processUntilDone processes a batch, retrying until it is committed. A
 // failure may leave part of the batch written, so before each retry the
 // fold starts over from what ClickHouse holds, and the batch is marked as
-// redelivered. The messages stay in hand, so order is kept; InProgress
-// keeps JetStream from redelivering them meanwhile.
+// redelivered. The messages stay in hand, so order is kept (the consumer
+// acknowledges nothing and never delivers them again).
 //
 // A shutdown lets the batch in hand finish, retries included, for up to
 // ShutdownGrace; then it gives up without acknowledging, and the messages
@@ -499,9 +493,6 @@ func (i *Ingester) processUntilDone(ctx context.Context, batch []*pending) error
 		}
 		if gctx.Err() != nil {
 			return fmt.Errorf("shutting down with an uncommitted batch (not acknowledged; the next start delivers it again from seq %d): %w", i.folder.Committed+1, err)
-		}
-		for _, p := range batch {
-			_ = p.msg.InProgress()
 		}
 		if err := i.recover(gctx); err != nil {
 			return fmt.Errorf("shutting down with an uncommitted batch (not acknowledged): %w", err)
@@ -738,7 +729,7 @@ func (i *Ingester) foldUpTo(ctx context.Context, batch []*pending) (chunk, error
 var leadMinPersons = 1000
 
 // commit ends a batch folded up to message end (messages long): the
-// write lane's commands, the rows, the commit marker, the ack.
+// write lane's commands, the rows, the commit marker.
 func (i *Ingester) commit(ctx context.Context, c chunk, end *pending, messages int, start time.Time) error {
 	last := end.seq
 	laned, err := i.takeLane(ctx, last)
@@ -807,11 +798,6 @@ func (i *Ingester) commit(ctx context.Context, c chunk, end *pending, messages i
 	}
 	if i.lane != nil && end.last {
 		i.lane.live.Store(true) // caught up: commands from here on are new
-	}
-	// AckAll: acknowledging the last message acknowledges the batch.
-	if err := end.msg.Ack(); err != nil {
-		// The rows are committed; a redelivery will be skipped.
-		i.log.Warn("ack failed", "err", err, "seq", last)
 	}
 	i.metrics.events.Add(float64(c.written + len(c.events)))
 	i.metrics.batches.Inc()

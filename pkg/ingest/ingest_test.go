@@ -97,7 +97,6 @@ func testConfig(consumer string) Config {
 	cfg.Consumer = consumer
 	cfg.BatchSize = 97
 	cfg.BatchWait = 20 * time.Millisecond
-	cfg.AckWait = 5 * time.Second
 	// Batches of BatchSize: what most tests say of batches. Growth
 	// (on by default) is tested on its own (grow_test.go, lanecut_test.go)
 	// and by cmd/ingester's tests, which run the defaults.
