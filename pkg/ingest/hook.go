@@ -22,6 +22,16 @@ type Hook interface {
 	Transform(ctx context.Context, in []HookInput) ([]fold.Input, error)
 }
 
+// PassingHook is a Hook that can tell, cheaply, that it would return a
+// batch's inputs unchanged and remember nothing of them (no chain in force
+// for any of them, none of its commands among them): the ingester then
+// skips Transform and its copies of the batch (three copies of 20,000
+// inputs of ~250 bytes were an eighth of the ingester's allocation in G1).
+type PassingHook interface {
+	Hook
+	Passes(in []fold.Input) bool
+}
+
 // HookInput is a foldable message: the parsed event, and whether it came
 // from the API's command subject (a person write, not to be transformed).
 type HookInput struct {
@@ -34,7 +44,8 @@ type HookInput struct {
 // would make a person of its distinct id.
 func (i *Ingester) transform(ctx context.Context, batch []*pending, inputs []fold.Input) ([]fold.Input, error) {
 	if i.cfg.Hook == nil {
-		out := inputs[:0:0]
+		// In place: inputs is the batch's own slice.
+		out := inputs[:0]
 		for _, in := range inputs {
 			if in.Event.Event != event.SetTransformations {
 				out = append(out, in)
@@ -43,6 +54,9 @@ func (i *Ingester) transform(ctx context.Context, batch []*pending, inputs []fol
 		return out, nil
 	}
 	if len(inputs) == 0 {
+		return inputs, nil
+	}
+	if ph, ok := i.cfg.Hook.(PassingHook); ok && ph.Passes(inputs) {
 		return inputs, nil
 	}
 	hin := make([]HookInput, 0, len(inputs))

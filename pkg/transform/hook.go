@@ -66,6 +66,23 @@ func NewHook(ctx context.Context, js jetstream.JetStream, rt *Runtime, replicas 
 	return h, nil
 }
 
+var _ ingest.PassingHook = (*Hook)(nil)
+
+// Passes implements ingest.PassingHook: no input is a chain command and
+// none has a chain in force, so Transform would return them as they are
+// and record nothing.
+func (h *Hook) Passes(in []fold.Input) bool {
+	for k := range in {
+		if in[k].Event.Event == event.SetTransformations {
+			return false
+		}
+		if refs, _ := h.chains.At(in[k].ProjectID, in[k].Seq); len(refs) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Transform implements ingest.Hook. Projects are independent (a chain
 // and its configs belong to one project), so their events run on all
 // cores, each project's in stream order.

@@ -183,3 +183,62 @@ func TestProjectsInOneBatch(t *testing.T) {
 		t.Fatalf("got %v\nwant %v", got, want)
 	}
 }
+
+// TestPassesOnlyWhatTransformPasses: the ingester skips Transform for a
+// batch Passes answers true for, so it must answer true only where
+// Transform returns the inputs as they are: never with a chain command
+// in the batch, never for an event a chain is in force for (another
+// project's events pass, and so do the project's own before its chain).
+func TestPassesOnlyWhatTransformPasses(t *testing.T) {
+	ctx := context.Background()
+	n, vs := natsVersions(t)
+	v, err := vs.Put(ctx, Version{Filename: "index.ts", Source: slowTS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHook(ctx, n.JS, New(Limits{Timeout: 10 * time.Second}, slog.New(slog.DiscardHandler), nil), 1, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := hookLog(t, v, "fast", "fast")
+	inputs := func(in []ingest.HookInput) []fold.Input {
+		var out []fold.Input
+		for _, x := range in {
+			out = append(out, x.Input)
+		}
+		return out
+	}
+	other := inputs(log[1:])
+	for k := range other {
+		other[k].ProjectID = 8
+	}
+	if !h.Passes(other) || !h.Passes(inputs(log[1:])) {
+		t.Fatal("events without a chain in force do not pass")
+	}
+	if h.Passes(inputs(log)) {
+		t.Fatal("a batch holding a chain command passes")
+	}
+	// The chain, from seq 1 on, transforms the project's events.
+	out, err := h.Transform(ctx, log)
+	if err != nil || ran(out) != "fast+ fast+ " {
+		t.Fatalf("transform: %s %v", ran(out), err)
+	}
+	if h.Passes(inputs(log[1:])) || h.Passes(append(other, inputs(log[2:])...)) {
+		t.Fatal("events with a chain in force pass")
+	}
+	if !h.Passes(other) {
+		t.Fatal("another project's events do not pass once a chain is set")
+	}
+	out, err = h.Transform(ctx, hookInputs(other))
+	if err != nil || ran(out) != "fast- fast- " {
+		t.Fatalf("another project's events: %s %v", ran(out), err)
+	}
+}
+
+func hookInputs(in []fold.Input) []ingest.HookInput {
+	out := make([]ingest.HookInput, len(in))
+	for k := range in {
+		out[k] = ingest.HookInput{Input: in[k]}
+	}
+	return out
+}
