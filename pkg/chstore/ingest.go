@@ -367,13 +367,15 @@ func (s *Store) writeEvents(ctx context.Context, events []EventRow) error {
 		times                   = make([]time.Time, n)
 		millis                  = make([]uint16, n)
 	)
-	size := 0
+	size, nameSize, distinctSize := 0, 0, 0
 	for i, e := range events {
 		projects[i], ids[i], names[i], distinct[i], persons[i], personUUIDs[i] = e.ProjectID, e.UUID, e.Event, e.DistinctID, e.PersonID, e.PersonUUID
 		times[i], millis[i], props[i], seqs[i] = e.Timestamp, uint16(e.Timestamp.Nanosecond()/1e6), e.Properties, e.Seq
-		size += len(e.Properties)
+		size, nameSize, distinctSize = size+len(e.Properties), nameSize+len(e.Event), distinctSize+len(e.DistinctID)
 	}
-	reserveStrings(batch, 8, n, size) // properties
+	reserveStrings(batch, 2, n, nameSize)     // event
+	reserveStrings(batch, 3, n, distinctSize) // distinct_id
+	reserveStrings(batch, 8, n, size)         // properties
 	// In the statement's column order.
 	for i, col := range []any{projects, ids, names, distinct, persons, personUUIDs, times, millis, props, seqs} {
 		if err := batch.Column(i).Append(col); err != nil {

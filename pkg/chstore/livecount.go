@@ -84,12 +84,35 @@ func (cc *consumerCounts) written() {
 	}
 }
 
+// groupByProject puts persons into into by project. A batch of one
+// project, the usual case, shares the batch's slice: copying its person
+// rows was 2% of the ingester's allocation in G1.
+func groupByProject(into map[uint64][]fold.PersonRow, persons []fold.PersonRow) {
+	if len(persons) == 0 {
+		return
+	}
+	one := true
+	for k := range persons {
+		if persons[k].ProjectID != persons[0].ProjectID {
+			one = false
+			break
+		}
+	}
+	if one {
+		into[persons[0].ProjectID] = persons
+		return
+	}
+	for _, p := range persons {
+		into[p.ProjectID] = append(into[p.ProjectID], p)
+	}
+}
+
 // countPlan is one batch's work: the projects to write and how.
 type countPlan struct {
-	from    uint64                  // the commit point c
-	base    map[uint64]projectCount // incremental: counts as of c
-	persons map[uint64][]fold.PersonRow
-	recount map[uint64]bool // counted from the store at l
+	from    uint64                      // the commit point c
+	base    map[uint64]projectCount     // incremental: counts as of c
+	persons map[uint64][]fold.PersonRow // the batch's, read only
+	recount map[uint64]bool             // counted from the store at l
 	// stored: base is the project's newest person_counts row (known from
 	// an earlier batch or read), so an unchanged count needs no new row.
 	stored   map[uint64]bool
@@ -137,9 +160,7 @@ func (lc *liveCounts) begin(ctx context.Context, s *Store, c uint64, b fold.Batc
 	lc.committed = c
 	plan := &countPlan{from: c, base: map[uint64]projectCount{}, persons: map[uint64][]fold.PersonRow{},
 		recount: map[uint64]bool{}, stored: map[uint64]bool{}, rows: map[uint64]projectCount{}, newDirty: map[uint64]uint64{}}
-	for _, p := range b.Persons {
-		plan.persons[p.ProjectID] = append(plan.persons[p.ProjectID], p)
-	}
+	groupByProject(plan.persons, b.Persons)
 	for project := range lc.dirty {
 		plan.recount[project] = true
 	}

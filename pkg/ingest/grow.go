@@ -148,9 +148,9 @@ func (i *Ingester) grow(ctx context.Context, iter jetstream.MessagesContext, bat
 		if err := inFlight.wait(); err != nil {
 			return nil, collected, fail(err, end.seq)
 		}
-		inFlight = i.writeAhead(gctx, &c, end)
+		inFlight = i.writeAhead(gctx, &c)
 		// The chunk's messages are dropped here; only the last is
-		// kept, to acknowledge the chunk (AckAll) once written.
+		// kept, for the commit.
 		batch, collected = i.collect(ctx, iter, nil, 0)
 		if len(batch) == 0 {
 			// Nothing more came (a stop, a gap at once, a timeout):
@@ -182,17 +182,10 @@ func (a *ahead) wait() error {
 }
 
 // writeAhead starts writing a grown batch's events rows folded so far,
-// before its commit marker, and takes them out of c. Once they are
-// written the chunk is acknowledged through end: not at the batch's end.
-// Progress is the commit marker's (the consumer is recreated from it at
-// every start and after a failed grown batch), so an early ack loses
-// nothing; held to the end, every message of a grown batch sat in the
-// server's pending set, whose upkeep grows with it (the bench process,
-// which runs the NATS server, spent 16.9 us per event on a 1M-message
-// batch against 5.6 us with 20k ones). The write runs beside the next
-// chunk's collection and fold (G1: the fold waited for ClickHouse's
-// insert of the views before, the cores half idle).
-func (i *Ingester) writeAhead(ctx context.Context, c *chunk, end *pending) *ahead {
+// before its commit marker, and takes them out of c. The write runs
+// beside the next chunk's collection and fold (G1: the fold waited for
+// ClickHouse's insert of the views before, the cores half idle).
+func (i *Ingester) writeAhead(ctx context.Context, c *chunk) *ahead {
 	events := c.events
 	c.written += len(events)
 	c.events = nil

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -207,6 +208,12 @@ type Ingester struct {
 	// slab hands out pendings (newPending): one allocation per
 	// slabSize messages instead of one each.
 	slab []pending
+	// inputs is foldUpTo's buffer of the batch's inputs, kept between
+	// batches (20,000 inputs of ~250 bytes: 5% of the ingester's
+	// allocation in G1 when made for each). Nothing keeps it past
+	// foldUpTo: the fold takes inputs by value, the chunk keeps events
+	// rows, and the hook and the lane return slices of their own.
+	inputs []fold.Input
 }
 
 // slabSize is how many pendings one allocation holds. A slab stays in
@@ -654,7 +661,11 @@ type chunk struct {
 
 // add takes in the fold of the batch's next messages.
 func (c *chunk) add(next chunk) {
-	c.events = append(c.events, next.events...)
+	if len(c.events) == 0 {
+		c.events = next.events // written ahead (writeAhead): no copy
+	} else {
+		c.events = append(c.events, next.events...)
+	}
 	if c.firstSeq == 0 {
 		c.firstSeq = next.firstSeq
 	}
@@ -667,7 +678,14 @@ func (c *chunk) add(next chunk) {
 func (i *Ingester) foldUpTo(ctx context.Context, batch []*pending) (chunk, error) {
 	parseAll(batch)
 	i.markLaned(batch)
-	inputs := make([]fold.Input, 0, len(batch))
+	buf := slices.Grow(i.inputs[:0], len(batch))
+	defer func() {
+		// Cleared: the inputs hold the batch's events, not to be kept
+		// alive by the buffer.
+		clear(buf[:cap(buf)])
+		i.inputs = buf[:0]
+	}()
+	inputs := buf
 	var firstLaned uint64
 	for _, p := range batch {
 		if p.foldable() {
