@@ -280,7 +280,7 @@ func (s *session) g10(ctx context.Context) error {
 		}
 		s.lg.f("G10 %s: %d persons on the first page", r.name, d.Returned[r.name])
 		api := func(ctx context.Context, i int) error { _, err := s.api.get(ctx, r.path); return err }
-		ls := measureSet(ctx, "idle", 1, b, namedOp{g10Name(r.name) + layerRaw, s.g10Scan(r.events)}, namedOp{g10Name(r.name) + layerAPI, api})
+		ls := measureSet(ctx, "idle", 1, b, namedOp{name: g10Name(r.name) + layerRaw, op: s.g10Scan(r.events)}, namedOp{name: g10Name(r.name) + layerAPI, op: api})
 		record(true, ls[:1])
 		record(false, ls[1:])
 	}
@@ -303,17 +303,19 @@ func (s *session) g10(ctx context.Context) error {
 		return err
 	}
 	ls := measureSet(ctx, "idle", 1, small,
-		namedOp{"G10 " + nameGet + layerRaw, func(ctx context.Context, i int) error { return rawGetPerson(ctx, raw, s.project, id(i)) }},
-		namedOp{nameG10Values + layerAPI, func(ctx context.Context, i int) error { _, err := s.api.get(ctx, values); return err }},
-		namedOp{nameG10Cohorts + layerAPI, func(ctx context.Context, i int) error {
+		namedOp{name: "G10 " + nameGet + layerRaw, op: func(ctx context.Context, i int) error { return rawGetPerson(ctx, raw, s.project, id(i)) }},
+		namedOp{name: nameG10Values + layerAPI, op: func(ctx context.Context, i int) error { _, err := s.api.get(ctx, values); return err }},
+		namedOp{name: nameG10Cohorts + layerAPI, op: func(ctx context.Context, i int) error {
 			_, err := s.api.get(ctx, fmt.Sprintf("/api/projects/%d/persons/cohorts/?person_id=%d", s.project, id(i)))
 			return err
 		}},
-		namedOp{nameG10Values + ", counted without kept counts: store", func(ctx context.Context, i int) error {
+
+		namedOp{name: nameG10Values + ", counted without kept counts: store", op: func(ctx context.Context, i int) error {
 			_, err := s.rawStore.PropertyValues(ctx, s.project, "plan", "")
 			return err
 		}},
-		namedOp{nameG10Values + ", recount after a write: bare driver", recount})
+
+		namedOp{name: nameG10Values + ", recount after a write: bare driver", op: recount})
 	record(true, ls[:1])
 	record(false, ls[1:])
 	// The same under a steady write load (g10WriteRate captured $set per
@@ -324,12 +326,13 @@ func (s *session) g10(ctx context.Context) error {
 		return err
 	}
 	ls = measureSet(ctx, "writes", 1, small,
-		namedOp{"G10 " + nameGet + layerRaw, func(ctx context.Context, i int) error { return rawGetPerson(ctx, raw, s.project, id(i)) }},
-		namedOp{nameG10Values + layerAPI, func(ctx context.Context, i int) error { _, err := s.api.get(ctx, values); return err }},
-		namedOp{nameG10Cohorts + layerAPI, func(ctx context.Context, i int) error {
+		namedOp{name: "G10 " + nameGet + layerRaw, op: func(ctx context.Context, i int) error { return rawGetPerson(ctx, raw, s.project, id(i)) }},
+		namedOp{name: nameG10Values + layerAPI, op: func(ctx context.Context, i int) error { _, err := s.api.get(ctx, values); return err }},
+		namedOp{name: nameG10Cohorts + layerAPI, op: func(ctx context.Context, i int) error {
 			_, err := s.api.get(ctx, fmt.Sprintf("/api/projects/%d/persons/cohorts/?person_id=%d", s.project, id(i)))
 			return err
-		}})
+		}},
+	)
 	written, err := stop()
 	if err != nil {
 		return fmt.Errorf("steady writes: %w", err)

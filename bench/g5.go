@@ -114,25 +114,25 @@ func (s *session) g5(ctx context.Context, ids []uint64, record func([]Latency)) 
 	pr := func(i int) probe { return probes[i%len(probes)] }
 	a := s.api
 	set := []namedOp{
-		{nameGetG5 + layerRaw, ops.rawGet},
-		{nameScan + layerRaw, ops.scan},
-		{nameList + layerAPI, ops.list},
-		{nameListFiltered + layerAPI, ops.filtered},
-		{nameListDistinctID + layerAPI, a.listOp(s.project, func(i int) string { return "distinct_id=" + url.QueryEscape(pr(i).distinctID) })},
-		{nameListEmail + layerAPI, a.listOp(s.project, func(i int) string { return "email=" + url.QueryEscape(pr(i).email) })},
+		{name: nameGetG5 + layerRaw, op: ops.rawGet},
+		{name: nameScan + layerRaw, op: ops.scan},
+		{name: nameList + layerAPI, op: ops.list},
+		{name: nameListFiltered + layerAPI, op: ops.filtered},
+		{name: nameListDistinctID + layerAPI, op: a.listOp(s.project, func(i int) string { return "distinct_id=" + url.QueryEscape(pr(i).distinctID) })},
+		{name: nameListEmail + layerAPI, op: a.listOp(s.project, func(i int) string { return "email=" + url.QueryEscape(pr(i).email) })},
 		// The local part and its @: a substring that matches one person.
-		{nameListSearchMail + layerAPI, a.listOp(s.project, func(i int) string {
+		{name: nameListSearchMail + layerAPI, op: a.listOp(s.project, func(i int) string {
 			return "search=" + url.QueryEscape(pr(i).email[:strings.IndexByte(pr(i).email, '@')+1])
 		})},
-		{nameListSearchID + layerAPI, a.listOp(s.project, func(i int) string { return "search=" + url.QueryEscape(pr(i).distinctID) })},
+		{name: nameListSearchID + layerAPI, op: a.listOp(s.project, func(i int) string { return "search=" + url.QueryEscape(pr(i).distinctID) })},
 	}
 	for _, off := range deepOffsets {
 		if uint64(off) < s.res.Project.PersonsTotal {
-			set = append(set, namedOp{fmt.Sprintf("%s%d%s", nameListOffset, off, layerAPI), a.listOp(s.project, fixed(fmt.Sprintf("offset=%d", off)))})
+			set = append(set, namedOp{name: fmt.Sprintf("%s%d%s", nameListOffset, off, layerAPI), op: a.listOp(s.project, fixed(fmt.Sprintf("offset=%d", off)))})
 		}
 	}
 	record(measureSet(ctx, "idle", 1, s.p.list1, set...))
-	record(measureSet(ctx, "idle", 16, s.p.list16, namedOp{nameGetG5 + layerRaw, ops.rawGet}, namedOp{nameList + layerAPI, ops.list}))
+	record(measureSet(ctx, "idle", 16, s.p.list16, namedOp{name: nameGetG5 + layerRaw, op: ops.rawGet}, namedOp{name: nameList + layerAPI, op: ops.list}))
 	return nil
 }
 

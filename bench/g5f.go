@@ -63,8 +63,8 @@ func (s *session) g5f(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		ls := measureSet(ctx, "idle", 1, s.p.list1, namedOp{nameGet + layerRaw, ops.rawGet}, namedOp{nameScan + layerRaw, ops.scan},
-			namedOp{nameList + layerAPI, ops.list}, namedOp{nameListFiltered + layerAPI, ops.filtered})
+		ls := measureSet(ctx, "idle", 1, s.p.list1, namedOp{name: nameGet + layerRaw, op: ops.rawGet}, namedOp{name: nameScan + layerRaw, op: ops.scan},
+			namedOp{name: nameList + layerAPI, op: ops.list}, namedOp{name: nameListFiltered + layerAPI, op: ops.filtered})
 		pt := G5fPoint{Persons: s.count(ctx, "SELECT count() FROM persons FINAL WHERE project_id = ? AND is_deleted = 0", proj.ID),
 			Get: ls[0], Scan: ls[1], List: ls[2], Filtered: ls[3]}
 		for _, l := range ls {

@@ -33,10 +33,21 @@ type budget struct {
 	Max time.Duration
 }
 
-// namedOp is one operation to measure.
+// namedOp is one operation to measure: op measured here, or run (when
+// set) a measurement made elsewhere (the reader child, readerchild.go).
 type namedOp struct {
 	name string
 	op   func(ctx context.Context, i int) error
+	run  func(ctx context.Context, conc int, b budget, offset int) samples
+}
+
+// measure runs o with conc workers for at most b.N calls (indexes from
+// offset) or b.Max.
+func (o namedOp) measure(ctx context.Context, conc int, b budget, offset int) samples {
+	if o.run != nil {
+		return o.run(ctx, conc, b, offset)
+	}
+	return measureOnce(ctx, conc, b, offset, o.op)
 }
 
 // samples are the raw results of measuring one operation.
@@ -55,14 +66,12 @@ func measureSet(ctx context.Context, load string, conc int, b budget, ops ...nam
 	const rounds = 5
 	all := make([]samples, len(ops))
 	for _, o := range ops {
-		for i := 0; i < min(conc, 4); i++ {
-			_ = o.op(ctx, i)
-		}
+		o.measure(ctx, min(conc, 4), budget{N: min(conc, 4), Max: 10 * time.Second}, 0)
 	}
 	for r := 0; r < rounds; r++ {
 		rb := budget{N: max(1, b.N/rounds), Max: b.Max / rounds}
 		for k, o := range ops {
-			s := measureOnce(ctx, conc, rb, r*rb.N, o.op)
+			s := o.measure(ctx, conc, rb, r*rb.N)
 			all[k].lat = append(all[k].lat, s.lat...)
 			all[k].errs += s.errs
 			all[k].elapsed += s.elapsed

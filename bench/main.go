@@ -91,6 +91,13 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == readerChildCommand {
+		if err := readerChildMain(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench reader:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == apiChildCommand {
 		if err := apiChildMain(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "bench api:", err)

@@ -82,6 +82,14 @@ func (s *session) reads(ctx context.Context) error {
 	}
 	s.res.Dataset.ReadSamplePerson = len(ids)
 	ops := s.readOps(ids)
+	// G4's GET person rows are measured by the reader child, apart from
+	// the load generator and NATS (readerchild.go); the store's row, a
+	// call into this process's store, stays here.
+	if s.reader, err = startReader(s, ids); err != nil {
+		return err
+	}
+	rawGet := namedOp{name: nameGet + layerRaw, run: s.reader.run("raw-get")}
+	apiGet := namedOp{name: nameGet + layerAPI, run: s.reader.run("api-get")}
 	p := s.p
 	// Bare-driver lines are baselines; the others the project's.
 	record := func(ls []Latency) {
@@ -102,11 +110,11 @@ func (s *session) reads(ctx context.Context) error {
 		conc int
 		b    budget
 	}{{1, p.get1}, {16, p.get16}} {
-		set := []namedOp{{nameGet + layerRaw, ops.rawGet}}
+		set := []namedOp{rawGet}
 		if c.conc == 1 {
-			set = append(set, namedOp{nameGet + layerStore, ops.storeGet})
+			set = append(set, namedOp{name: nameGet + layerStore, op: ops.storeGet})
 		}
-		record(measureSet(ctx, "idle", c.conc, c.b, append(set, namedOp{nameGet + layerAPI, ops.apiGet})...))
+		record(measureSet(ctx, "idle", c.conc, c.b, append(set, apiGet)...))
 	}
 	if err := s.g5(ctx, ids, record); err != nil {
 		return fmt.Errorf("G5: %w", err)
@@ -134,11 +142,11 @@ func (s *session) reads(ctx context.Context) error {
 	load := startLoad(ctx, s.n.pubs, s.watcher, s.project, freshGenerator(s.o.seed+1, s.p.ids, "load_"), 2*s.cfg.BatchSize)
 	time.Sleep(2 * time.Second)
 	stopProf = s.profileReads("load")
-	record(measureSet(ctx, "ingesting", 1, p.get1, namedOp{nameGet + layerRaw, ops.rawGet}, namedOp{nameGet + layerAPI, ops.apiGet}))
-	record(measureSet(ctx, "ingesting", 16, p.get16, namedOp{nameGet + layerAPI, ops.apiGet}))
+	record(measureSet(ctx, "ingesting", 1, p.get1, rawGet, apiGet))
+	record(measureSet(ctx, "ingesting", 16, p.get16, apiGet))
 	// The list while ingesting has no target of its own (issue #12); c=1
 	// is kept to show what ingest does to it.
-	record(measureSet(ctx, "ingesting", 1, p.list1, namedOp{nameList + layerAPI, ops.apiList}))
+	record(measureSet(ctx, "ingesting", 1, p.list1, namedOp{name: nameList + layerAPI, op: ops.apiList}))
 	stopProf()
 	if s.o.niceProbe > 0 {
 		s.niceProbe(ctx, &ops, s.o.niceProbe)
@@ -196,7 +204,7 @@ func (s *session) insertProbe(ctx context.Context) (Latency, error) {
 	}
 	defer st.Close()
 	defer dropDB(ctx, s.ch, db)
-	ls := measureSet(ctx, "idle", 1, budget{N: 100, Max: 10 * time.Second}, namedOp{"INSERT of one row (PrepareBatch+Send)", func(ctx context.Context, i int) error {
+	ls := measureSet(ctx, "idle", 1, budget{N: 100, Max: 10 * time.Second}, namedOp{name: "INSERT of one row (PrepareBatch+Send)", op: func(ctx context.Context, i int) error {
 		b, err := st.Conn().PrepareBatch(ctx, "INSERT INTO ingest_batches (consumer, first_seq, last_seq, events, persons, distinct_ids, flushed_at)")
 		if err != nil {
 			return err

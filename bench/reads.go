@@ -90,8 +90,13 @@ func startAPI(s *session) (*apiServer, error) {
 		_ = proc.stop()
 		return nil, fmt.Errorf("api child: READY line without the API's address: %v", proc.also)
 	}
-	return &apiServer{proc: proc, base: "http://" + proc.also[0], key: s.key, project: s.project,
-		hc: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}}}, nil
+	return &apiServer{proc: proc, base: "http://" + proc.also[0], key: s.key, project: s.project, hc: newAPIClient()}, nil
+}
+
+// newAPIClient is the HTTP client of the API's measurements: up to 64
+// connections kept open, as many as the widest concurrency measured.
+func newAPIClient() *http.Client {
+	return &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}}
 }
 
 func (a *apiServer) stop() {

@@ -39,6 +39,8 @@ type session struct {
 	api      *apiServer
 	apiStore *chstore.Store
 	rawStore *chstore.Store
+	// reader measures G4's GET person rows (readerchild.go).
+	reader   *readerChild
 	mainLast uint64 // last stream sequence of the main dataset
 }
 
@@ -49,6 +51,9 @@ func (s *session) close() {
 		if err := s.ing.stop(); err != nil {
 			s.lg.f("ingester stop: %v", err)
 		}
+	}
+	if s.reader != nil {
+		s.reader.stop()
 	}
 	if s.api != nil {
 		s.api.stop()
