@@ -79,6 +79,17 @@ func (i *Ingester) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, fmt.Errorf("reset consumer %s: %w", i.cfg.Consumer, err)
 	}
+	from := i.folder.Committed + 1
+	legacy := false
+	if n := i.cfg.Streams.Partitions; n > 1 {
+		s, err := i.js.Stream(ctx, stream.Events)
+		if err == nil {
+			legacy, err = stream.LegacyFrom(ctx, s, from)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("consumer %s: %w", i.cfg.Consumer, err)
+		}
+	}
 	cfg := jetstream.ConsumerConfig{
 		Durable:     i.cfg.Consumer,
 		Description: "folds events into persons in ClickHouse; recreated at every start from the last commit",
@@ -94,12 +105,12 @@ func (i *Ingester) consumer(ctx context.Context) (jetstream.Consumer, error) {
 		AckPolicy: jetstream.AckNonePolicy,
 		// Events and commands: one stream, one order; of this
 		// partition only (stream.PartitionFilter).
-		FilterSubjects: stream.PartitionFilter(i.cfg.Partition, i.cfg.Streams.Partitions),
+		FilterSubjects: stream.PartitionFilter(i.cfg.Partition, i.cfg.Streams.Partitions, legacy),
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
 	if i.folder.Committed > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		cfg.OptStartSeq = i.folder.Committed + 1
+		cfg.OptStartSeq = from
 	}
 	cons, err := i.js.CreateConsumer(ctx, stream.Events, cfg)
 	if err != nil {

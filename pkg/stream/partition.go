@@ -1,6 +1,8 @@
 package stream
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"regexp"
@@ -100,20 +102,42 @@ func ConsumerName(base string, partition, n int) string {
 }
 
 // PartitionFilter is what the consumer of a partition reads: its own
-// partitioned subjects and the two-token subjects of messages stored
-// before the transform (of every partition: Route picks its own).
+// partitioned subjects and, when legacy, the two-token subjects of
+// messages stored before the transform (of every partition: Route picks
+// its own).
 //
-// Unpartitioned, it is nil: the whole stream, which holds EventsSubjects
-// only. The server reads an unfiltered consumer's messages in sequence;
-// given both subjects as filters it intersects its subject tree with them
-// for every message (22% of the NATS server's CPU in G1,
-// docs/performance.md).
-func PartitionFilter(partition, n int) []string {
+// The server reads the messages of a consumer with one filter subject (or
+// none) in sequence, skipping blocks without a match; given several, it
+// intersects its subject tree with them for every message (22% of the
+// NATS server's CPU in G1 with two, docs/performance.md, session 16). So
+// unpartitioned it is nil, the whole stream (which holds EventsSubjects
+// only), and a partition's subjects of both kinds are one filter,
+// *.<k>.*; the four filters of the legacy form are for a consumer that
+// starts at or below the last two-token message (LegacyFrom).
+func PartitionFilter(partition, n int, legacy bool) []string {
 	if n <= 1 {
 		return nil
 	}
 	k := strconv.Itoa(partition)
+	if !legacy {
+		return []string{"*." + k + ".*"}
+	}
 	return []string{EventsPrefix + k + ".*", CommandsPrefix + k + ".*", EventsPrefix + "*", CommandsPrefix + "*"}
+}
+
+// LegacyFrom reports whether the stream holds a message stored before the
+// partition transform (a two-token subject) at sequence from or above.
+// Two-token subjects are stored only before the transform exists, so the
+// answer never turns from false to true.
+func LegacyFrom(ctx context.Context, s jetstream.Stream, from uint64) (bool, error) {
+	m, err := s.GetLastMsgForSubject(ctx, partitionSource)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("last message stored before the partitions: %w", err)
+	}
+	return m.Sequence >= from, nil
 }
 
 // Route reads a stored subject for the consumer of partition k of n: mine

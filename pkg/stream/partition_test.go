@@ -157,3 +157,78 @@ func TestRouteRefusesForeignPartitionToken(t *testing.T) {
 		t.Fatalf("events.x owned by %d partitions", owners)
 	}
 }
+
+// TestPartitionFilters: a partition's consumer with the one-subject filter
+// gets its own events and commands, no other partition's; LegacyFrom
+// says when a consumer starting at a sequence must also read the
+// two-token messages stored before the transform, and the four-subject
+// filter then gets those too (Route picks the partition's own).
+func TestPartitionFilters(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t, "")
+	if err := stream.Ensure(ctx, n.JS, stream.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := n.JS.Stream(ctx, stream.Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if legacy, err := stream.LegacyFrom(ctx, s, 1); err != nil || legacy {
+		t.Fatalf("empty stream: legacy %v, %v", legacy, err)
+	}
+	const parts = 3
+	var lastLegacy uint64
+	for p := uint64(1); p <= 6; p++ {
+		ack, err := stream.Publish(ctx, n.JS, p, "before-"+strconv.FormatUint(p, 10), []byte(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lastLegacy = ack.Sequence
+	}
+	if err := stream.Ensure(ctx, n.JS, stream.Config{Partitions: parts}); err != nil {
+		t.Fatal(err)
+	}
+	for p := uint64(1); p <= 6; p++ {
+		if _, err := stream.Publish(ctx, n.JS, p, "after-"+strconv.FormatUint(p, 10), []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.PublishCommand(ctx, n.JS, p, "cmd-"+strconv.FormatUint(p, 10), []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for from, want := range map[uint64]bool{1: true, lastLegacy: true, lastLegacy + 1: false} {
+		if legacy, err := stream.LegacyFrom(ctx, s, from); err != nil || legacy != want {
+			t.Fatalf("LegacyFrom(%d) = %v, %v; want %v", from, legacy, err, want)
+		}
+	}
+	all := storedSubjects(t, n.JS)
+	for k := range parts {
+		for _, legacy := range []bool{false, true} {
+			cons, err := n.JS.CreateConsumer(ctx, stream.Events, jetstream.ConsumerConfig{
+				AckPolicy: jetstream.AckNonePolicy, FilterSubjects: stream.PartitionFilter(k, parts, legacy)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, want []string
+			for _, subj := range all {
+				toks := strings.Split(subj, ".")
+				if len(toks) == 3 && toks[1] == strconv.Itoa(k) || legacy && len(toks) == 2 {
+					want = append(want, subj)
+				}
+			}
+			batch, err := cons.FetchNoWait(len(all))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for m := range batch.Messages() {
+				got = append(got, m.Subject())
+			}
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Fatalf("partition %d, legacy %v: got %v, want %v", k, legacy, got, want)
+			}
+		}
+	}
+	if f := stream.PartitionFilter(0, 1, true); f != nil {
+		t.Fatalf("one partition filters on %v, want the whole stream", f)
+	}
+}
