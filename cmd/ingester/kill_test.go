@@ -36,40 +36,42 @@ func TestSIGKILLMidStream(t *testing.T) {
 		"INGESTER_CONSUMER=killed",
 		"INGESTER_BATCH_SIZE=150",
 		"INGESTER_BATCH_WAIT=5ms",
-		"INGESTER_ACK_WAIT=5s",
+		// Growth of at most 2.5 s, as before session 16 (half the ack
+		// wait of 5 s then set here, which capped it).
+		"INGESTER_GROW_FOR=2500ms",
 		// A killed ingester holds its lease until it expires (lease.go).
 		"INGESTER_LEASE_TTL=2s",
 		"INGESTER_METRICS_ADDR=" + metricsAddr,
 	}
-	// Each start is killed mid-work: once it has acknowledged messages it
-	// has not committed (a grown batch's chunks, written ahead: growth is
-	// on by default), or after a few commits.
+	// Each start is killed mid-work: once it holds messages delivered past
+	// its commit (a batch in hand, or a grown batch's chunks written
+	// ahead: growth is on by default), or after a few commits.
 	kills, inHand := 0, 0
 	for kills < 4 {
 		before, _ := killed.LastCommitted(ctx, "killed")
 		p := testenv.StartProcess(t, bin, env, "run")
-		testenv.WaitFor(t, time.Minute, "the ingester acknowledging or committing", func() (bool, error) {
+		testenv.WaitFor(t, time.Minute, "the ingester holding messages or committing", func() (bool, error) {
 			committed, err := killed.LastCommitted(ctx, "killed")
 			if err != nil || committed >= min(before+900, last) {
 				return err == nil, err
 			}
-			floor, err := testenv.AckFloor(ctx, n.JS, "killed")
+			floor, err := testenv.Delivered(ctx, n.JS, "killed")
 			return floor > committed, err
 		})
 		time.Sleep(time.Duration(3+kills*7) * time.Millisecond)
 		p.Kill()
 		kills++
 		now, _ := killed.LastCommitted(ctx, "killed")
-		if floor, err := testenv.AckFloor(ctx, n.JS, "killed"); err == nil && floor > now {
+		if floor, err := testenv.Delivered(ctx, n.JS, "killed"); err == nil && floor > now {
 			inHand++
 		}
 		if now >= last {
 			break
 		}
 	}
-	t.Logf("%d kills, %d with messages acknowledged past the commit", kills, inHand)
+	t.Logf("%d kills, %d with messages delivered past the commit", kills, inHand)
 	if inHand == 0 {
-		t.Errorf("no kill of %d found a grown batch acknowledged past its commit", kills)
+		t.Errorf("no kill of %d found messages delivered past its commit", kills)
 	}
 	p := testenv.StartProcess(t, bin, env, "run")
 	testenv.WaitCommitted(t, killed, "killed", last, 2*time.Minute)

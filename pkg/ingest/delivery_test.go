@@ -17,9 +17,9 @@ import (
 
 // TestNATSRestartLosesNoMessage: the NATS server restarted while the
 // ingester folds small batches. The client loses messages in flight (and
-// drops some as a slow consumer while it reconnects); JetStream would not
-// deliver them again, since the AckAll of a later message acknowledges
-// them. The ingester must notice the hole and fold every event, in order:
+// drops some as a slow consumer while it reconnects); JetStream does not
+// deliver them again to a consumer that acknowledges nothing. The
+// ingester must notice the hole and fold every event, in order:
 // the state equals an uninterrupted run with the default batch size.
 func TestNATSRestartLosesNoMessage(t *testing.T) {
 	n := testenv.StartNATS(t, "")

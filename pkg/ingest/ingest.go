@@ -1,11 +1,13 @@
 // Package ingest is the ingester: a durable JetStream consumer that folds
 // events into persons in batches and writes them to ClickHouse.
 //
-// The contract with the stream: a batch's messages are acknowledged (one
-// AckAll on the last message) only after ClickHouse accepted every row of
-// the batch and its commit marker. A message that can never be folded is
-// published to the dead-letter stream first and then acknowledged with its
-// batch, so it never blocks the stream.
+// The contract with the stream: a batch is committed (its marker written)
+// only after ClickHouse accepted every row of it, and the marker is the
+// ingester's progress: the consumer acknowledges nothing (AckNone) and is
+// recreated from the last marker at every start and after a lost
+// delivery. A message that can never be folded is published to the
+// dead-letter stream before its batch commits, so it never blocks the
+// stream.
 package ingest
 
 import (

@@ -274,9 +274,10 @@ func (c *PrivateClickHouse) Store(t testing.TB, database string) *chstore.Store 
 	return st
 }
 
-// AckFloor is the last stream sequence the events stream's durable
-// consumer name has acknowledged.
-func AckFloor(ctx context.Context, js jetstream.JetStream, name string) (uint64, error) {
+// Delivered is the last stream sequence the events stream's durable
+// consumer name has delivered (the ingester's consumer acknowledges
+// nothing: what it delivered beyond the last commit is in hand).
+func Delivered(ctx context.Context, js jetstream.JetStream, name string) (uint64, error) {
 	c, err := js.Consumer(ctx, stream.Events, name)
 	if err != nil {
 		return 0, err
@@ -285,5 +286,5 @@ func AckFloor(ctx context.Context, js jetstream.JetStream, name string) (uint64,
 	if err != nil {
 		return 0, err
 	}
-	return info.AckFloor.Stream, nil
+	return info.Delivered.Stream, nil
 }

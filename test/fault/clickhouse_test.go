@@ -23,7 +23,7 @@ func TestClickHouseKilledMidIngestAndMidRequest(t *testing.T) {
 	s := newSystem(t)
 	last, ing, srv, l := s.startBusy(7)
 	before := s.committed()
-	t.Logf("fault at commit %d of %d, acknowledged %d", before, last, s.ackFloor())
+	t.Logf("fault at commit %d of %d, delivered %d", before, last, s.delivered())
 	// Answers to requests that raced the kill are not judged by phase:
 	// the phase changes before the kill, which takes a moment.
 	l.setPhase("clickhouse dying")
@@ -66,13 +66,13 @@ func TestClickHouseKilledMidIngestAndMidRequest(t *testing.T) {
 	})
 	s.stop(srv, "api")
 	s.stop(ing, "ingester")
-	acked := s.ackFloor()
+	held := s.delivered()
 	s.ch.Restart(t)
-	if c := s.committed(); acked > c {
-		t.Fatalf("the ingester acknowledged up to seq %d but committed only %d", acked, c)
-	}
+	t.Logf("stopped holding up to seq %d, committed %d", held, s.committed())
 
-	// Restart everything; the next start delivers from the last commit.
+	// Restart everything; the next start delivers from the last commit
+	// (the consumer acknowledges nothing: what the stopped ingester held
+	// beyond it is delivered again, and the state must show it once).
 	ing = s.start(testenv.Build(t, module+"ingester"), "run")
 	testenv.WaitCommitted(t, s.store, "ingester", s.lastSeq(), 2*time.Minute)
 	s.stop(ing, "ingester")

@@ -92,7 +92,9 @@ func newSystem(t *testing.T) *system {
 		"CLICKHOUSE_DATABASE=fault",
 		"INGESTER_BATCH_SIZE=150",
 		"INGESTER_BATCH_WAIT=5ms",
-		"INGESTER_ACK_WAIT=5s",
+		// Grown batches of at most 2.5 s, as before session 16 (half
+		// the ack wait of 5 s then set here, which capped growth).
+		"INGESTER_GROW_FOR=2500ms",
 		// Grown batches of a few chunks: growth is on by default, and
 		// the workload must take several commits for a fault to land
 		// inside it.
@@ -178,9 +180,9 @@ func (s *system) publishMore(n int) {
 	testenv.PublishWorkload(s.t, s.nats.JS, 1_000_000+s.published, testenv.Workload(int64(s.published), n, 400))
 }
 
-// ackFloor is the last stream sequence the ingester's consumer has
-// acknowledged.
-func (s *system) ackFloor() uint64 { return consumerAckFloor(s.t, s.nats.JS) }
+// delivered is the last stream sequence the ingester's consumer has
+// delivered.
+func (s *system) delivered() uint64 { return consumerDelivered(s.t, s.nats.JS) }
 
 // committed is the ingester's last commit, retried while ClickHouse comes
 // back.
@@ -393,11 +395,11 @@ func firstLines(log, what string, n int) string {
 	return strings.Join(out, "\n")
 }
 
-// consumerAckFloor reads the consumer's acknowledgements without the
+// consumerDelivered reads the consumer's delivered sequence without the
 // system (for a stack whose NATS is its own).
-func consumerAckFloor(t *testing.T, js jetstream.JetStream) uint64 {
+func consumerDelivered(t *testing.T, js jetstream.JetStream) uint64 {
 	t.Helper()
-	floor, err := testenv.AckFloor(context.Background(), js, "ingester")
+	floor, err := testenv.Delivered(context.Background(), js, "ingester")
 	if err != nil {
 		t.Fatal(err)
 	}

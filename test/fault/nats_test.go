@@ -17,7 +17,7 @@ func TestNATSRestarted(t *testing.T) {
 	s := newSystem(t)
 	last, ing, srv, l := s.startBusy(13)
 	before := s.committed()
-	t.Logf("fault at commit %d of %d, acknowledged %d", before, last, s.ackFloor())
+	t.Logf("fault at commit %d of %d, delivered %d", before, last, s.delivered())
 	l.setPhase("nats dying")
 	s.nats.ShutdownServer()
 	time.Sleep(300 * time.Millisecond)
