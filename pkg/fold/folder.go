@@ -21,8 +21,9 @@ type Input struct {
 	Seq       uint64
 	Event     event.Event
 	// Redelivered is set when the message may have been folded before
-	// (JetStream delivered it more than once). Only then can the store
-	// hold rows written by this very event, which the fold must look for.
+	// (a retry of its batch, a refold after a crash). Only then can the
+	// store hold rows written by this very event, which the fold must look
+	// for.
 	Redelivered bool
 	// Origin, when not zero, is the message's own stream sequence for a
 	// command folded ahead of its place in the log (the write lane,

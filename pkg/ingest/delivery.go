@@ -129,8 +129,7 @@ func (i *Ingester) consumer(ctx context.Context) (jetstream.Consumer, error) {
 // (the other partitions' messages), so they only order: a copy of a
 // message already in hand (a redelivery, an older stream sequence) is
 // dropped; a message past a hole in the delivery sequence ends the batch
-// with a gapError, and is left unacknowledged for the new consumer to
-// deliver again.
+// with a gapError, and is left for the new consumer to deliver again.
 //
 // A batch is extended (batch given) beyond BatchSize until it holds the
 // message of sequence through: those messages are in the stream, as a
