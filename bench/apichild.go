@@ -45,7 +45,7 @@ func apiChildMain(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	js, store, closeConns, err := conns.open(ctx, "bench-api")
+	js, store, closeConns, err := conns.open(ctx, "bench-api", 0)
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,9 @@ func childMain(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	js, store, closeConns, err := conns.open(ctx, "bench-ingester")
+	// As cmd/ingester: ClickHouse runs its statements at its niceness
+	// where it can (chstore.Config.ThreadNice).
+	js, store, closeConns, err := conns.open(ctx, "bench-ingester", *nice)
 	if err != nil {
 		return err
 	}
@@ -236,15 +238,15 @@ func bindConns(fs *flag.FlagSet) childConns {
 	}
 }
 
-// open connects to NATS (as name) and opens the store; closeConns closes
-// both.
-func (c childConns) open(ctx context.Context, name string) (js jetstream.JetStream, store *chstore.Store, closeConns func(), err error) {
+// open connects to NATS (as name) and opens the store (its statements
+// at threadNice, chstore.Config.ThreadNice); closeConns closes both.
+func (c childConns) open(ctx context.Context, name string, threadNice int) (js jetstream.JetStream, store *chstore.Store, closeConns func(), err error) {
 	nc, err := nats.Connect(*c.natsURL, nats.Name(name))
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if js, err = jetstream.New(nc); err == nil {
-		store, err = chstore.Open(ctx, chstore.Config{Addr: *c.addr, Database: *c.db})
+		store, err = chstore.Open(ctx, chstore.Config{Addr: *c.addr, Database: *c.db, ThreadNice: threadNice})
 	}
 	if err != nil {
 		nc.Close()

@@ -107,6 +107,9 @@ func run(args []string) error {
 	ctx, stop := appconfig.SignalContext()
 	defer stop()
 
+	// ClickHouse runs the ingester's statements at its niceness too, where
+	// it can (chstore.Config.ThreadNice).
+	o.common.ClickHouseThreadNice = o.nice
 	store, err := o.common.CurrentClickHouse(ctx)
 	if err != nil {
 		return err
@@ -141,7 +144,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("ingester starting", "nats", redacted(o.common.NATSURL), "clickhouse", o.common.ClickHouseAddr, "database", o.common.ClickHouseDatabase, "metrics", o.metricsAddr, "nice", o.nice)
+	log.Info("ingester starting", "nats", redacted(o.common.NATSURL), "clickhouse", o.common.ClickHouseAddr, "database", o.common.ClickHouseDatabase, "metrics", o.metricsAddr, "nice", o.nice, "clickhouse_thread_nice", store.ThreadNice())
 	runErr := runAll(ctx, ings)
 	stopOps()
 	return runErr

@@ -168,8 +168,11 @@ func run() error {
 	}
 	// The ingester has its own connections, as it would in its own
 	// process: a flood of reads that fills the API's pool must not hold
-	// back the fold, or every write answers 202 until the reads ebb.
-	ingStore, err := chstore.Open(ctx, chstore.Config{Addr: chAddr, Database: cfg.database})
+	// back the fold, or every write answers 202 until the reads ebb. Its
+	// statements ask ClickHouse for the ingester's niceness, as
+	// cmd/ingester's do (chstore.Config.ThreadNice; this process itself
+	// stays at 0, the API being in it).
+	ingStore, err := chstore.Open(ctx, chstore.Config{Addr: chAddr, Database: cfg.database, ThreadNice: appconfig.IngesterNice})
 	if err != nil {
 		return err
 	}

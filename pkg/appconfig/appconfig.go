@@ -104,8 +104,11 @@ type Common struct {
 	ClickHouseDatabase string
 	ClickHouseUser     string
 	ClickHousePassword string
-	LogLevel           string
-	LogFormat          string
+	// ClickHouseThreadNice is chstore.Config.ThreadNice: set by a binary
+	// (the ingester), not a flag of its own.
+	ClickHouseThreadNice int
+	LogLevel             string
+	LogFormat            string
 	// Env reads the binary's typed variables; Validate reports the
 	// malformed ones.
 	Env EnvReader
@@ -178,7 +181,8 @@ func (c *Common) Handler() slog.Handler {
 
 // ClickHouse opens the store.
 func (c *Common) ClickHouse(ctx context.Context) (*chstore.Store, error) {
-	return chstore.Open(ctx, chstore.Config{Addr: c.ClickHouseAddr, Database: c.ClickHouseDatabase, Username: c.ClickHouseUser, Password: c.ClickHousePassword})
+	return chstore.Open(ctx, chstore.Config{Addr: c.ClickHouseAddr, Database: c.ClickHouseDatabase, Username: c.ClickHouseUser, Password: c.ClickHousePassword,
+		ThreadNice: c.ClickHouseThreadNice})
 }
 
 // CurrentClickHouse opens the store and refuses a database whose schema is

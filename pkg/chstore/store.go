@@ -38,6 +38,15 @@ type Config struct {
 	// RowCacheBytes bounds the persons' rows the list keeps by version
 	// (rowcache.go; default DefaultRowCacheBytes, negative: none).
 	RowCacheBytes int
+	// ThreadNice asks ClickHouse to run every statement of this store on
+	// threads at this niceness (1..19; 0: as the server runs them), through
+	// the os_thread_priority setting. Servers before 19.x lack the setting
+	// (18.16 refuses an unknown one), so it is sent only when the server
+	// lists it; current servers apply it only when they hold CAP_SYS_NICE,
+	// and ignore it otherwise (docs/operations.md, "CPU priority"). The
+	// ingester sets it, so that its inserts and lookups yield the server's
+	// cores to the API's reads.
+	ThreadNice int
 }
 
 // Default pool settings.
@@ -73,7 +82,9 @@ func (c *Config) defaults() {
 type Store struct {
 	conn     driver.Conn // a classifyingConn
 	database string
-	values   *valueCounts // CountPropertyValues (values_counts.go); nil: not kept
+	// threadNice is what the statements ask of the server (ThreadNice).
+	threadNice int
+	values     *valueCounts // CountPropertyValues (values_counts.go); nil: not kept
 	// counts is the ingesters' per-project live-person counts (the
 	// writer's side of person_counts; unused by readers), one state per
 	// consumer: the partitions one process runs share this Store, and
@@ -112,21 +123,52 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, Classify(err))
 	}
 	err = boot.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+quoteIdent(cfg.Database))
-	boot.Close()
 	if err != nil {
+		boot.Close()
 		return nil, fmt.Errorf("create database %s: %w", cfg.Database, Classify(err))
 	}
+	threadNice := 0
+	if cfg.ThreadNice != 0 {
+		has, err := hasSetting(ctx, boot, threadNiceSetting)
+		if err != nil {
+			boot.Close()
+			return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, Classify(err))
+		}
+		// A settings constraint of the user's profile may still refuse
+		// it: then the statements go without it.
+		if has && boot.Exec(clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{threadNiceSetting: cfg.ThreadNice})), "SELECT 1") == nil {
+			threadNice = cfg.ThreadNice
+			opts.Settings = clickhouse.Settings{threadNiceSetting: threadNice}
+		}
+	}
+	boot.Close()
 	opts.Auth.Database = cfg.Database
 	conn, err := clickhouse.Open(opts)
 	if err != nil {
 		return nil, Classify(err)
 	}
 	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
-	s := &Store{conn: &classifyingConn{Conn: conn, gate: g, database: cfg.Database}, database: cfg.Database, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex(),
+	s := &Store{conn: &classifyingConn{Conn: conn, gate: g, database: cfg.Database}, database: cfg.Database, threadNice: threadNice, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex(),
 		firstHints: &firstHints{by: map[uint64]firstHint{}}, rows: newRowCache(cfg.RowCacheBytes), marks: newMarkedLists()}
 	s.gramSizes = newGramSizes(s.gramCensus)
 	return s, nil
 }
+
+// threadNiceSetting is the statement setting that sets the niceness of
+// the server's threads running it (ClickHouse 19.x and later; an alias of
+// os_threads_nice_value_query since 25.9).
+const threadNiceSetting = "os_thread_priority"
+
+// hasSetting reports whether the server knows the statement setting name.
+func hasSetting(ctx context.Context, conn driver.Conn, name string) (bool, error) {
+	var n uint64
+	err := conn.QueryRow(ctx, "SELECT count() FROM system.settings WHERE name = ?", name).Scan(&n)
+	return n > 0, err
+}
+
+// ThreadNice is the niceness the store's statements ask the server for:
+// Config.ThreadNice when the server has the setting, else 0.
+func (s *Store) ThreadNice() int { return s.threadNice }
 
 // Close closes the pool.
 func (s *Store) Close() error { return s.conn.Close() }
