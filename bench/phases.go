@@ -116,6 +116,10 @@ func (s *session) reads(ctx context.Context) error {
 		}
 		record(measureSet(ctx, "idle", c.conc, c.b, append(set, apiGet)...))
 	}
+	if s.o.httpProbe > 0 {
+		s.lg.f("http probe, idle")
+		s.httpProbe(ctx, &ops, ids, s.o.httpProbe)
+	}
 	if err := s.g5(ctx, ids, record); err != nil {
 		return fmt.Errorf("G5: %w", err)
 	}
@@ -151,6 +155,16 @@ func (s *session) reads(ctx context.Context) error {
 	if s.o.niceProbe > 0 {
 		s.niceProbe(ctx, &ops, s.o.niceProbe)
 	}
+	if s.o.httpProbe > 0 {
+		s.lg.f("http probe, while ingesting")
+		s.httpProbe(ctx, &ops, ids, s.o.httpProbe)
+	}
+	if s.o.selfNiceProbe > 0 {
+		s.selfNiceProbe(ctx, s.o.selfNiceProbe)
+	}
+	if s.o.chNiceProbe > 0 {
+		s.chNiceProbe(ctx, &ops, s.o.chNiceProbe)
+	}
 	if s.o.mergeProbe > 0 {
 		s.mergeProbe(ctx, &ops, s.o.mergeProbe)
 	}
@@ -173,7 +187,11 @@ func (s *session) reads(ctx context.Context) error {
 func (s *session) profileReads(phase string) func() {
 	api := s.api.cpuProfile(s.profile("api-reads-" + phase + ".cpu.pprof"))
 	self := cpuProfile(s.profile("bench-reads-" + phase + ".cpu.pprof"))
-	return func() { self(); api() }
+	return func() {
+		self()
+		api()
+		heapProfile(s.profile("bench-reads-" + phase + ".heap.pprof"))
+	}
 }
 
 // startReaders opens the API's and the bare driver's connections and
