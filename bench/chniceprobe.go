@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -26,8 +25,7 @@ func (s *session) chNiceProbe(ctx context.Context, ops *readOps, rounds int) {
 		s.lg.f("ch nice probe: ClickHouse's process is not visible; skipped")
 		return
 	}
-	all := func() []int { return threadsNamed(pid, "") }
-	defer func() { setThreadsNice(all(), 0) }()
+	defer setProcessNice(pid, 0)
 	// The ingester's connections: TCPHandler threads busy while nothing
 	// reads; looked for again each time, as the ingester's pool may grow.
 	ingest := func() []int {
@@ -41,12 +39,11 @@ func (s *session) chNiceProbe(ctx context.Context, ops *readOps, rounds int) {
 		}
 		return busy
 	}
-	s.probeSides(ctx, ops, rounds, "ch nice probe",
+	s.probeSides(ctx, ops.inProcess(), rounds, "ch nice probe",
 		[]string{"all at 0", "ingest connections at 10", "ingest connections and merges at 10"},
 		func(i int) error {
-			setThreadsNice(all(), 0)
-			if i == 0 {
-				return nil
+			if err := setProcessNice(pid, 0); err != nil || i == 0 {
+				return err
 			}
 			tids := ingest()
 			if i == 2 {
@@ -67,11 +64,11 @@ func threadsNamed(pid int, name string) []int {
 }
 
 // threadCPU maps the threads of pid named name ("" for all) to their
-// CPU ticks so far.
-func threadCPU(pid int, name string) map[int]uint64 {
+// CPU time so far.
+func threadCPU(pid int, name string) map[int]time.Duration {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	entries, _ := os.ReadDir(dir)
-	out := map[int]uint64{}
+	out := map[int]time.Duration{}
 	for _, e := range entries {
 		tid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -81,25 +78,19 @@ func threadCPU(pid int, name string) map[int]uint64 {
 		if err != nil {
 			continue
 		}
-		st := string(raw)
-		open, closing := strings.IndexByte(st, '('), strings.LastIndexByte(st, ')')
-		if open < 0 || closing < open {
-			continue
+		if comm, cpu, ok := statCPU(raw); ok && (name == "" || comm == name) {
+			out[tid] = cpu
 		}
-		if name != "" && st[open+1:closing] != name {
-			continue
-		}
-		f := strings.Fields(st[closing+1:])
-		if len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseUint(f[11], 10, 64)
-		k, _ := strconv.ParseUint(f[12], 10, 64)
-		out[tid] = u + k
 	}
 	return out
 }
 
+// setProcessNice sets every thread of process pid to niceness n (on Linux
+// a nice value is per thread).
+func setProcessNice(pid, n int) error { return setThreadsNice(threadsNamed(pid, ""), n) }
+
+// setThreadsNice sets each of tids to niceness n; a thread gone meanwhile
+// is skipped.
 func setThreadsNice(tids []int, n int) error {
 	for _, tid := range tids {
 		if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, n); err != nil && err != syscall.ESRCH {

@@ -258,18 +258,25 @@ func procCPU(pid int) time.Duration {
 	if err != nil {
 		return 0
 	}
+	_, cpu, _ := statCPU(raw)
+	return cpu
+}
+
+// statCPU reads a /proc stat line (a process's or a thread's): its name
+// (comm) and its user+system CPU time.
+func statCPU(raw []byte) (name string, cpu time.Duration, ok bool) {
 	s := string(raw)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
+	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || closing < open {
+		return "", 0, false
 	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state)
+	f := strings.Fields(s[closing+1:]) // f[0] is field 3 (state)
 	if len(f) < 13 {
-		return 0
+		return "", 0, false
 	}
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / clockTick
+	return s[open+1 : closing], time.Duration(utime+stime) * time.Second / clockTick, true
 }
 
 // procRSS returns VmRSS and VmHWM of a process, in bytes.

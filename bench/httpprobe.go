@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -23,11 +22,11 @@ import (
 // the plain POST. Off unless -g4-http-probe is given (docs/performance.md,
 // "after session 17").
 func (s *session) httpProbe(ctx context.Context, ops *readOps, ids []uint64, rounds int) {
-	addr := chHTTPAddr(s.ch)
-	if addr == "" {
-		s.lg.f("http probe: no HTTP port found; skipped")
+	if s.ch.srv == nil {
+		s.lg.f("http probe: the server is not the bench's own (CLICKHOUSE_ADDR); skipped")
 		return
 	}
+	addr := s.ch.srv.HTTPAddr()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	base := "http://" + addr + "/?database=" + benchDB + "&optimize_move_to_prewhere=0&priority=1"
 	stmt := strings.Replace(strings.Replace(sqlGetPerson, "project_id = ?", "project_id = %d", 1), "id = ?", "id = %d", 1) + " FORMAT TabSeparated"
@@ -69,57 +68,15 @@ func (s *session) httpProbe(ctx context.Context, ops *readOps, ids []uint64, rou
 	}
 }
 
-// chHTTPAddr is the server's HTTP address: the port its process listens on
-// besides the native one ("" when not found).
-func chHTTPAddr(ch *chServer) string {
-	_, nport, _ := net.SplitHostPort(ch.addr)
-	raw, _ := os.ReadFile("/proc/net/tcp")
-	inodes := map[string]bool{}
-	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", ch.pid))
-	for _, fd := range fds {
-		l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", ch.pid, fd.Name()))
-		if strings.HasPrefix(l, "socket:[") {
-			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
-		}
-	}
-	for _, line := range strings.Split(string(raw), "\n")[1:] {
-		f := strings.Fields(line)
-		if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] {
-			continue
-		}
-		var port int
-		fmt.Sscanf(f[1][strings.IndexByte(f[1], ':')+1:], "%X", &port)
-		if fmt.Sprint(port) != nport {
-			return fmt.Sprintf("127.0.0.1:%d", port)
-		}
-	}
-	return ""
-}
-
 // selfNiceProbe is G4's A/B for this process's CPU priority: it runs the
 // embedded NATS server and the load generator, at niceness 0 and 10 in
-// turn, with GET person measured from the reader child (bare driver and
-// HTTP API, 1.5 s each) for `rounds` rounds. Setting 0 back needs root.
-// Off unless -g4-self-nice-probe is given (docs/performance.md, "after
-// session 17").
+// turn, with GET person measured from the reader child (probeSides).
+// Setting 0 back needs root. Off unless -g4-self-nice-probe is given
+// (docs/performance.md, "after session 17").
 func (s *session) selfNiceProbe(ctx context.Context, rounds int) {
-	raw, api := s.reader.run("raw-get"), s.reader.run("api-get")
 	defer setProcessNice(os.Getpid(), 0)
-	var sides [2][2][]time.Duration
-	for r := 0; r < rounds && ctx.Err() == nil; r++ {
-		for i, n := range []int{0, 10} {
-			if err := setProcessNice(os.Getpid(), n); err != nil {
-				s.lg.f("self nice: %v", err)
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
-			b := budget{N: 100_000, Max: 1500 * time.Millisecond}
-			sides[i][0] = append(sides[i][0], raw(ctx, 1, b, r*1000).lat...)
-			sides[i][1] = append(sides[i][1], api(ctx, 1, b, r*1000+500).lat...)
-		}
-	}
-	for i, n := range []int{0, 10} {
-		a, b := summarize(sides[i][0]), summarize(sides[i][1])
-		s.lg.f("self nice %d: bare n=%d p50=%.2f p90=%.2f p99=%.2f; api n=%d p50=%.2f p90=%.2f p99=%.2f", n, a.N, a.P50ms, a.P90ms, a.P99ms, b.N, b.P50ms, b.P90ms, b.P99ms)
-	}
+	levels := []int{0, 10}
+	child := probeClients{raw: namedOp{run: s.reader.run("raw-get")}, api: namedOp{run: s.reader.run("api-get")}}
+	s.probeSides(ctx, child, rounds, "self nice probe", []string{"bench process nice 0", "bench process nice 10"},
+		func(i int) error { return setProcessNice(os.Getpid(), levels[i]) })
 }

@@ -15,6 +15,6 @@ func (s *session) mergeProbe(ctx context.Context, ops *readOps, rounds int) {
 	conn := s.rawStore.Conn()
 	defer func() { _ = conn.Exec(context.WithoutCancel(ctx), "SYSTEM START MERGES") }()
 	stmts := []string{"SYSTEM START MERGES", "SYSTEM STOP MERGES"}
-	s.probeSides(ctx, ops, rounds, "merge probe", []string{"merges on", "merges off"},
+	s.probeSides(ctx, ops.inProcess(), rounds, "merge probe", []string{"merges on", "merges off"},
 		func(i int) error { return conn.Exec(ctx, stmts[i]) })
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strconv"
 	"syscall"
 	"time"
@@ -34,18 +32,18 @@ func (s *session) niceProbe(ctx context.Context, ops *readOps, rounds int) {
 		nice = appconfig.IngesterNice
 	}
 	levels := []int{0, nice}
-	s.probeSides(ctx, ops, rounds, "nice probe",
+	s.probeSides(ctx, ops.inProcess(), rounds, "nice probe",
 		[]string{"ingester nice " + strconv.Itoa(levels[0]), "ingester nice " + strconv.Itoa(levels[1])},
 		func(i int) error { return setProcessNice(s.ing.pid, levels[i]) })
 }
 
 // probeSides is the loop of G4's interleaved A/B probes (niceProbe,
-// mergeProbe): with the backlog kept full, for `rounds` rounds, each side
-// in turn is set (set(i)), then GET person at c=1 is measured (bare driver
-// and HTTP API, 1.5 s each) with the events the ingester folded meanwhile;
+// mergeProbe, chNiceProbe, selfNiceProbe): with the backlog kept full, for `rounds` rounds, each side
+// in turn is set (set(i)), then GET person at c=1 is measured by clients
+// (bare driver and HTTP API, 1.5 s each) with the events the ingester folded meanwhile;
 // each side's figures are logged under its name. A failing set ends the
 // probe.
-func (s *session) probeSides(ctx context.Context, ops *readOps, rounds int, probe string, names []string, set func(i int) error) {
+func (s *session) probeSides(ctx context.Context, clients probeClients, rounds int, probe string, names []string, set func(i int) error) {
 	type side struct {
 		raw, api []time.Duration
 		events   float64
@@ -61,8 +59,8 @@ func (s *session) probeSides(ctx context.Context, ops *readOps, rounds int, prob
 			time.Sleep(300 * time.Millisecond) // let the change settle
 			e0, t0 := s.ing.metric("ingester_events_total"), time.Now()
 			b := budget{N: 100_000, Max: 1500 * time.Millisecond}
-			raw := measureOnce(ctx, 1, b, r*1000, ops.rawGet)
-			api := measureOnce(ctx, 1, b, r*1000+500, ops.apiGet)
+			raw := clients.raw.measure(ctx, 1, b, r*1000)
+			api := clients.api.measure(ctx, 1, b, r*1000+500)
 			sd := &sides[i]
 			sd.raw, sd.api = append(sd.raw, raw.lat...), append(sd.api, api.lat...)
 			sd.events += s.ing.metric("ingester_events_total") - e0
@@ -76,22 +74,12 @@ func (s *session) probeSides(ctx context.Context, ops *readOps, rounds int, prob
 	}
 }
 
-// setProcessNice sets every thread of process pid to niceness n (on Linux
-// a nice value is per thread).
-func setProcessNice(pid, n int) error {
-	dir := fmt.Sprintf("/proc/%d/task", pid)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		tid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, n); err != nil && err != syscall.ESRCH {
-			return fmt.Errorf("setpriority thread %d to %d: %w", tid, n, err)
-		}
-	}
-	return nil
+// probeClients are the GET person clients a probe measures: the bare
+// driver and the HTTP API, in this process (inProcess) or in the reader
+// child.
+type probeClients struct{ raw, api namedOp }
+
+// inProcess are the probe's clients in this process.
+func (o *readOps) inProcess() probeClients {
+	return probeClients{raw: namedOp{op: o.rawGet}, api: namedOp{op: o.apiGet}}
 }

@@ -22,10 +22,11 @@ var ErrNotInstalled = errors.New("no ClickHouse server found: install Debian's p
 
 // Server is a running child clickhouse-server.
 type Server struct {
-	cmd  *exec.Cmd
-	addr string
-	done chan struct{}
-	err  error
+	cmd      *exec.Cmd
+	addr     string
+	httpAddr string
+	done     chan struct{}
+	err      error
 }
 
 // Find returns the command that starts a server: $CLICKHOUSE_SERVER,
@@ -95,7 +96,8 @@ func Start(ctx context.Context, dir string, tcpPort, httpPort int, logFile *os.F
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
-	s := &Server{cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(tcpPort)), done: make(chan struct{})}
+	s := &Server{cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(tcpPort)),
+		httpAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort)), done: make(chan struct{})}
 	go func() { s.err = cmd.Wait(); close(s.done) }()
 	if err := s.wait(ctx, 60*time.Second); err != nil {
 		s.Stop()
@@ -106,6 +108,9 @@ func Start(ctx context.Context, dir string, tcpPort, httpPort int, logFile *os.F
 
 // Addr is host:port of the native protocol.
 func (s *Server) Addr() string { return s.addr }
+
+// HTTPAddr is host:port of the HTTP interface.
+func (s *Server) HTTPAddr() string { return s.httpAddr }
 
 func (s *Server) wait(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
