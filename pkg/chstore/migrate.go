@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
 
@@ -93,42 +94,92 @@ const versionTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at DateTime('UTC')
 ) ENGINE = MergeTree ORDER BY version`
 
+// MigrationTarget is a database that migrations are applied to: a
+// store's, or another engine's (test/portability applies them to current
+// ClickHouse in process as well as to the tests' server).
+type MigrationTarget interface {
+	// Exec runs a statement that answers nothing.
+	Exec(ctx context.Context, statement string) error
+	// Uints runs a query answering one unsigned integer column.
+	Uints(ctx context.Context, query string) ([]uint64, error)
+}
+
+// storeTarget is a store's database as a MigrationTarget.
+type storeTarget struct{ s *Store }
+
+func (t storeTarget) Exec(ctx context.Context, statement string) error {
+	return t.s.conn.Exec(ctx, statement)
+}
+
+func (t storeTarget) Uints(ctx context.Context, query string) ([]uint64, error) {
+	rows, err := t.s.conn.Query(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	types := rows.ColumnTypes()
+	if len(types) != 1 {
+		return nil, fmt.Errorf("%d columns, not 1: %s", len(types), query)
+	}
+	var out []uint64
+	for rows.Next() {
+		v := reflect.New(types[0].ScanType())
+		if err := rows.Scan(v.Interface()); err != nil {
+			return nil, err
+		}
+		switch e := v.Elem(); e.Kind() {
+		case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			out = append(out, e.Uint())
+		case reflect.Bool:
+			n := uint64(0)
+			if e.Bool() {
+				n = 1
+			}
+			out = append(out, n)
+		default:
+			return nil, fmt.Errorf("%s answers %s, not an unsigned integer", query, types[0].DatabaseTypeName())
+		}
+	}
+	return out, rows.Err()
+}
+
 // applied returns the migration versions recorded in the database.
-func (s *Store) applied(ctx context.Context) (map[uint32]bool, error) {
-	var exists uint8
-	if err := s.conn.QueryRow(ctx, "SELECT count() > 0 FROM system.tables WHERE database = currentDatabase() AND name = 'schema_migrations'").Scan(&exists); err != nil {
-		return nil, fmt.Errorf("read schema version: %w", err)
-	}
-	done := map[uint32]bool{}
-	if exists == 0 {
-		return done, nil
-	}
-	rows, err := s.conn.Query(ctx, "SELECT version FROM schema_migrations")
+func applied(ctx context.Context, t MigrationTarget) (map[uint32]bool, error) {
+	exists, err := t.Uints(ctx, "SELECT count() > 0 FROM system.tables WHERE database = currentDatabase() AND name = 'schema_migrations'")
 	if err != nil {
 		return nil, fmt.Errorf("read schema version: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var v uint32
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		done[v] = true
+	done := map[uint32]bool{}
+	if len(exists) != 1 || exists[0] == 0 {
+		return done, nil
 	}
-	return done, rows.Err()
+	versions, err := t.Uints(ctx, "SELECT version FROM schema_migrations")
+	if err != nil {
+		return nil, fmt.Errorf("read schema version: %w", err)
+	}
+	for _, v := range versions {
+		done[uint32(v)] = true
+	}
+	return done, nil
 }
 
 // Migrate applies pending migrations in order and records each. Statements
 // use IF NOT EXISTS, so a migration interrupted half way can run again.
 func (s *Store) Migrate(ctx context.Context) ([]Migration, error) {
-	if err := s.conn.Exec(ctx, versionTable); err != nil {
+	return ApplyMigrations(ctx, storeTarget{s})
+}
+
+// ApplyMigrations applies the migrations t lacks in order and records
+// each in its schema_migrations.
+func ApplyMigrations(ctx context.Context, t MigrationTarget) ([]Migration, error) {
+	if err := t.Exec(ctx, versionTable); err != nil {
 		return nil, fmt.Errorf("create schema_migrations: %w", err)
 	}
 	all, err := Migrations()
 	if err != nil {
 		return nil, err
 	}
-	done, err := s.applied(ctx)
+	done, err := applied(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -139,21 +190,24 @@ func (s *Store) Migrate(ctx context.Context) ([]Migration, error) {
 		}
 		statements := m.Statements
 		if m.OnlyIf != "" {
-			var yes uint8
-			if err := s.conn.QueryRow(ctx, m.OnlyIf).Scan(&yes); err != nil {
+			yes, err := t.Uints(ctx, m.OnlyIf)
+			if err != nil {
 				return ran, fmt.Errorf("migration %s: its condition: %w", m.Name, err)
 			}
-			if yes == 0 {
+			if len(yes) != 1 || yes[0] == 0 {
 				statements = nil // recorded, not run
 			}
 		}
 		for _, st := range statements {
-			if err := s.conn.Exec(ctx, st); err != nil && !addedBefore(st, err) {
+			if err := t.Exec(ctx, st); err != nil && !addedBefore(st, err) {
 				return ran, fmt.Errorf("migration %s: %w", m.Name, err)
 			}
 		}
-		if err := s.insertRow(ctx, "INSERT INTO schema_migrations (version, name, applied_at)",
-			m.Version, m.Name, time.Now().UTC()); err != nil {
+		// Names are the embedded files' (digits, letters, '_', '.'). An
+		// INSERT ... SELECT, as the driver sends an INSERT ... VALUES
+		// statement's rows as a block, not with the statement.
+		record := fmt.Sprintf("INSERT INTO schema_migrations (version, name, applied_at) SELECT %d, '%s', now()", m.Version, m.Name)
+		if err := t.Exec(ctx, record); err != nil {
 			return ran, fmt.Errorf("record migration %s: %w", m.Name, err)
 		}
 		ran = append(ran, m)
@@ -167,11 +221,32 @@ func (s *Store) Migrate(ctx context.Context) ([]Migration, error) {
 // reports it as ILLEGAL_COLUMN (44), later versions as DUPLICATE_COLUMN
 // (15); both say the column already exists.
 func addedBefore(statement string, err error) bool {
-	var ex *proto.Exception
-	return errors.As(err, &ex) && (ex.Code == 15 || ex.Code == 44) &&
-		strings.Contains(ex.Message, "already exists") &&
+	code := ErrorCode(err)
+	return (code == 15 || code == 44) &&
+		strings.Contains(err.Error(), "already exists") &&
 		strings.Contains(strings.ToUpper(stripComments(statement)), "ADD COLUMN")
 }
+
+// ErrorCode is ClickHouse's code of an error a server sent (0 if none):
+// the driver's exception, or "Code: N." in the text of an engine's error
+// that is not the driver's (an in-process ClickHouse).
+func ErrorCode(err error) int {
+	var ex *proto.Exception
+	if errors.As(err, &ex) {
+		return int(ex.Code)
+	}
+	if err == nil {
+		return 0
+	}
+	m := errorCodeRe.FindStringSubmatch(err.Error())
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+var errorCodeRe = regexp.MustCompile(`\bCode: (\d+)[.,]`)
 
 // CheckSchema returns ErrStaleSchema, naming the pending migrations, when the
 // database is behind this binary.
@@ -180,7 +255,7 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	done, err := s.applied(ctx)
+	done, err := applied(ctx, storeTarget{s})
 	if err != nil {
 		return err
 	}
