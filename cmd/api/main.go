@@ -116,7 +116,7 @@ func run(args []string) error {
 	}
 	defer stopOps()
 	srv := server.Server(o.addr, api.Handler())
-	log.Info("api listening", "addr", o.addr, "metrics", server.MetricsAddr)
+	log.Info("api listening", "addr", o.addr, "metrics", server.MetricsAddr, "clickhouse_version", store.ServerVersion().String())
 	// Serve returns after in-flight requests finish; the deferred closes
 	// then release the key watchers and connections.
 	if err := appconfig.Serve(ctx, srv, log); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -91,7 +91,7 @@ func run(args []string) error {
 		return err
 	}
 	log.Info("deleter starting", "clickhouse", o.common.ClickHouseAddr, "database", o.common.ClickHouseDatabase,
-		"metrics", o.metricsAddr, "batch_size", o.cfg.BatchSize, "mutation_timeout", o.cfg.MutationTimeout)
+		"clickhouse_version", store.ServerVersion().String(), "metrics", o.metricsAddr, "batch_size", o.cfg.BatchSize, "mutation_timeout", o.cfg.MutationTimeout)
 	schedErr := runner.Schedule(ctx)
 	stopOps()
 	return schedErr

@@ -144,7 +144,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("ingester starting", "nats", redacted(o.common.NATSURL), "clickhouse", o.common.ClickHouseAddr, "database", o.common.ClickHouseDatabase, "metrics", o.metricsAddr, "nice", o.nice, "clickhouse_thread_nice", store.ThreadNice())
+	log.Info("ingester starting", "nats", redacted(o.common.NATSURL), "clickhouse", o.common.ClickHouseAddr, "database", o.common.ClickHouseDatabase, "clickhouse_version", store.ServerVersion().String(), "metrics", o.metricsAddr, "nice", o.nice, "clickhouse_thread_nice", store.ThreadNice())
 	runErr := runAll(ctx, ings)
 	stopOps()
 	return runErr

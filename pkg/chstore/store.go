@@ -7,6 +7,7 @@ package chstore
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -82,6 +83,7 @@ func (c *Config) defaults() {
 type Store struct {
 	conn     driver.Conn // a classifyingConn
 	database string
+	version  Version // the server's (version.go)
 	// threadNice is what the statements ask of the server (ThreadNice).
 	threadNice int
 	values     *valueCounts // CountPropertyValues (values_counts.go); nil: not kept
@@ -122,24 +124,46 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		boot.Close()
 		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, Classify(err))
 	}
+	version, err := serverVersion(ctx, boot)
+	if err != nil {
+		boot.Close()
+		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, Classify(err))
+	}
 	err = boot.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+quoteIdent(cfg.Database))
 	if err != nil {
 		boot.Close()
 		return nil, fmt.Errorf("create database %s: %w", cfg.Database, Classify(err))
 	}
+	settings := clickhouse.Settings{}
 	threadNice := 0
 	if cfg.ThreadNice != 0 {
-		has, err := hasSetting(ctx, boot, threadNiceSetting)
+		ok, err := optionalSetting(ctx, boot, threadNiceSetting, cfg.ThreadNice)
 		if err != nil {
 			boot.Close()
 			return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, Classify(err))
 		}
-		// A settings constraint of the user's profile may still refuse
-		// it: then the statements go without it.
-		if has && boot.Exec(clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{threadNiceSetting: cfg.ThreadNice})), "SELECT 1") == nil {
+		if ok {
 			threadNice = cfg.ThreadNice
-			opts.Settings = clickhouse.Settings{threadNiceSetting: threadNice}
+			settings[threadNiceSetting] = threadNice
 		}
+	}
+	// ClickHouse 26.2 turned async_insert on by default: the server then
+	// holds each INSERT in a buffer, for up to its busy timeout, before
+	// it writes a part, and the INSERT returns when the part is written.
+	// The service batches its own inserts (the ingester a batch a
+	// statement), so the buffer would only add its wait to every batch
+	// and to every row the API writes: where the server has the setting,
+	// the statements turn it off.
+	syncInserts, err := optionalSetting(ctx, boot, asyncInsertSetting, 0)
+	if err != nil {
+		boot.Close()
+		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, Classify(err))
+	}
+	if syncInserts {
+		settings[asyncInsertSetting] = 0
+	}
+	if len(settings) > 0 {
+		opts.Settings = settings
 	}
 	boot.Close()
 	opts.Auth.Database = cfg.Database
@@ -148,7 +172,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, Classify(err)
 	}
 	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
-	s := &Store{conn: &classifyingConn{Conn: conn, gate: g, database: cfg.Database}, database: cfg.Database, threadNice: threadNice, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex(),
+	s := &Store{conn: &classifyingConn{Conn: conn, gate: g, database: cfg.Database, record: os.Getenv(RecordEnv)}, database: cfg.Database, version: version, threadNice: threadNice, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex(),
 		firstHints: &firstHints{by: map[uint64]firstHint{}}, rows: newRowCache(cfg.RowCacheBytes), marks: newMarkedLists()}
 	s.gramSizes = newGramSizes(s.gramCensus)
 	return s, nil
@@ -158,6 +182,21 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // the server's threads running it (ClickHouse 19.x and later; an alias of
 // os_threads_nice_value_query since 25.9).
 const threadNiceSetting = "os_thread_priority"
+
+// asyncInsertSetting has the server buffer INSERTs (21.11 and later; on
+// by default from 26.2).
+const asyncInsertSetting = "async_insert"
+
+// optionalSetting reports whether the statements can carry the setting
+// name = value: the server lists it (18.16 refuses an unknown setting),
+// and a settings constraint of the user's profile does not refuse it.
+func optionalSetting(ctx context.Context, conn driver.Conn, name string, value any) (bool, error) {
+	has, err := hasSetting(ctx, conn, name)
+	if err != nil || !has {
+		return false, err
+	}
+	return conn.Exec(clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{name: value})), "SELECT 1") == nil, nil
+}
 
 // hasSetting reports whether the server knows the statement setting name.
 func hasSetting(ctx context.Context, conn driver.Conn, name string) (bool, error) {
