@@ -60,10 +60,25 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// Option changes the configuration Start writes.
+type Option func(*options)
+
+type options struct{ queryLog bool }
+
+// WithQueryLog has the server log every statement to system.query_log
+// (flushed every second): the integration tests record what they send
+// there, so that it can be replayed on another ClickHouse version
+// (test/portability).
+func WithQueryLog() Option { return func(o *options) { o.queryLog = true } }
+
 // Start writes a configuration under dir and starts the server on
 // 127.0.0.1:tcpPort (native) and httpPort, waiting until it answers.
 // Ports of 0 are chosen free. Data under dir survives a restart.
-func Start(ctx context.Context, dir string, tcpPort, httpPort int, logFile *os.File) (*Server, error) {
+func Start(ctx context.Context, dir string, tcpPort, httpPort int, logFile *os.File, opts ...Option) (*Server, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	argv, err := Find()
 	if err != nil {
 		return nil, err
@@ -83,7 +98,7 @@ func Start(ctx context.Context, dir string, tcpPort, httpPort int, logFile *os.F
 		return nil, err
 	}
 	cfg := filepath.Join(dir, "config.xml")
-	if err := os.WriteFile(cfg, []byte(config(dir, tcpPort, httpPort)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(config(dir, tcpPort, httpPort, o)), 0o644); err != nil {
 		return nil, err
 	}
 	args := append(argv[1:], "--config-file="+cfg)
@@ -157,8 +172,14 @@ func (s *Server) Kill() {
 	<-s.done
 }
 
-func config(dir string, tcpPort, httpPort int) string {
-	r := strings.NewReplacer("{dir}", filepath.Join(dir, "data"), "{tcp}", strconv.Itoa(tcpPort), "{http}", strconv.Itoa(httpPort))
+func config(dir string, tcpPort, httpPort int, o options) string {
+	logQueries, queryLog := "", ""
+	if o.queryLog {
+		logQueries = "<log_queries>1</log_queries>"
+		queryLog = "<query_log><database>system</database><table>query_log</table><flush_interval_milliseconds>1000</flush_interval_milliseconds></query_log>"
+	}
+	r := strings.NewReplacer("{dir}", filepath.Join(dir, "data"), "{tcp}", strconv.Itoa(tcpPort), "{http}", strconv.Itoa(httpPort),
+		"{log_queries}", logQueries, "{query_log}", queryLog)
 	return r.Replace(`<?xml version="1.0"?>
 <!-- Written by personhub (pkg/chlocal); rewritten on every start. -->
 <yandex>
@@ -193,13 +214,15 @@ func config(dir string, tcpPort, httpPort int) string {
     </personhub_cluster>
   </users>
   <profiles>
-    <default></default>
+    <default>{log_queries}</default>
     <personhub_cluster>
+      {log_queries}
       <distributed_product_mode>local</distributed_product_mode>
       <insert_distributed_sync>1</insert_distributed_sync>
     </personhub_cluster>
   </profiles>
   <quotas><default></default></quotas>
+  {query_log}
   <default_profile>default</default_profile>
   <default_database>default</default_database>
   <!-- Clusters of this server alone, so that the cluster DDL of

@@ -43,7 +43,7 @@ func keyTable[T any](ctx context.Context, typ string, keys []T) (context.Context
 	if _, err := tbl.Block().Columns[0].Append(keys); err != nil {
 		return nil, err
 	}
-	return clickhouse.Context(loaderCtx(ctx), clickhouse.WithExternalTable(tbl)), nil
+	return WithExternalTables(loaderCtx(ctx), tbl), nil
 }
 
 // LoadDistinctIDs implements fold.Loader.

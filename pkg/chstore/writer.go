@@ -42,12 +42,23 @@ func AsWriter(ctx context.Context, consumer string) context.Context {
 
 // withQueryID gives a statement of a tagged context its query id (a
 // running query id must be unique on the server).
+// A recording store (record.go) gives every other statement one too, and
+// records the external tables it sends under that id.
 func (c *classifyingConn) withQueryID(ctx context.Context) context.Context {
 	consumer, _ := ctx.Value(writerKey{}).(string)
-	if consumer == "" {
+	var id string
+	switch {
+	case consumer != "":
+		id = writerPrefix(c.database, consumer) + uuid.NewString()
+	case c.record != "":
+		id = recordingID(c.database)
+	default:
 		return ctx
 	}
-	return clickhouse.Context(ctx, clickhouse.WithQueryID(writerPrefix(c.database, consumer)+uuid.NewString()))
+	if c.record != "" {
+		recordExternal(c.record, id, ctx)
+	}
+	return clickhouse.Context(ctx, clickhouse.WithQueryID(id))
 }
 
 // SettleWriter waits until no statement of consumer runs on the server,

@@ -4,8 +4,9 @@ import (
 	"context"
 	"math"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/ext"
+
+	"github.com/personhub/personhub/pkg/chstore"
 )
 
 // counts are a batch's rows per person in the three tables a run mutates,
@@ -149,7 +150,7 @@ func (r *Runner) countBatch(ctx context.Context, b []Request, after *span) (coun
 			hourlyTable + in + " GROUP BY person_id"
 		args = append(args, project)
 	}
-	rows, err := r.conn.Query(clickhouse.Context(ctx, clickhouse.WithExternalTable(del)), sql, args...)
+	rows, err := r.conn.Query(chstore.WithExternalTables(ctx, del), sql, args...)
 	if err != nil {
 		return counts{}, err
 	}

@@ -58,9 +58,16 @@ func ClickHouseAddr(t testing.TB) string {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
-		chSrv, chErr = chlocal.Start(ctx, dir, 0, 0, log)
+		var opts []chlocal.Option
+		if recordFolder() != "" {
+			opts = append(opts, chlocal.WithQueryLog())
+		}
+		chSrv, chErr = chlocal.Start(ctx, dir, 0, 0, log, opts...)
 		if chErr == nil {
 			chAddr = chSrv.Addr()
+			if f := recordFolder(); f != "" {
+				chErr = startRecording(f, chSrv.HTTPAddr())
+			}
 		}
 	})
 	if chErr != nil {
@@ -69,10 +76,34 @@ func ClickHouseAddr(t testing.TB) string {
 	return chAddr
 }
 
+// ClickHouseHTTPAddr returns the HTTP address of the shared server,
+// starting it on first use; it fails the test when the server is
+// $CLICKHOUSE_ADDR's, whose HTTP address is not known.
+func ClickHouseHTTPAddr(t testing.TB) string {
+	t.Helper()
+	ClickHouseAddr(t)
+	if chSrv == nil {
+		t.Fatal("this test needs the tests' own ClickHouse server: unset CLICKHOUSE_ADDR")
+	}
+	return chSrv.HTTPAddr()
+}
+
 // Main runs the tests of a package and stops the shared server after them.
 // Use it from TestMain: func TestMain(m *testing.M) { testenv.Main(m) }.
-func Main(m *testing.M) {
+// after run when the tests have ended, before the server stops.
+func Main(m *testing.M, after ...func()) {
 	code := m.Run()
+	for _, f := range after {
+		f()
+	}
+	if rec != nil {
+		if err := rec.finish(); err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: recording the statements for test/portability: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
 	if chSrv != nil {
 		chSrv.Stop()
 		os.RemoveAll(chDir)
@@ -96,6 +127,11 @@ func ClickHouse(t testing.TB) *chstore.Store {
 		t.Fatalf("migrate: %v", err)
 	}
 	t.Cleanup(func() {
+		if rec != nil {
+			if err := rec.saveDatabase(name); err != nil {
+				t.Errorf("recording %s for test/portability: %v", name, err)
+			}
+		}
 		_ = st.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS "+name)
 		st.Close()
 	})
