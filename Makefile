@@ -9,10 +9,18 @@ run: clickhouse
 	@$(GO) build -o bin/stack ./cmd/stack
 	@exec ./bin/stack
 
-## test: unit and integration tests (starts its own ClickHouse and JetStream)
+## test: unit and integration tests (starts its own ClickHouse and JetStream),
+## then test/portability: the migrations and every statement the tests sent,
+## replayed on current ClickHouse (chDB, in process) and 18.16 alike
+SQLRECORD ?= $(CURDIR)/.data/sql-record
 test: clickhouse test-clients
+	@bash scripts/install-chdb.sh >/dev/null
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 30m ./...
+	$(GO) vet -tags chdb ./test/portability/
+	@rm -rf $(SQLRECORD)
+	PERSONHUB_SQL_RECORD=$(SQLRECORD) $(GO) test -count=1 -timeout 30m ./...
+	CHDB_LIB_PATH=$${CHDB_LIB_PATH:-$$(bash scripts/install-chdb.sh)} PERSONHUB_SQL_REPLAY=$(SQLRECORD) \
+		$(GO) test -count=1 -timeout 30m -tags chdb -v ./test/portability/
 
 ## test-unit: the tests that need no ClickHouse
 test-unit:
