@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/testenv"
 )
 
@@ -17,6 +18,7 @@ type service struct {
 	entrypoint string            // the binary, e.g. /usr/local/bin/ingester
 	command    string            // its subcommand
 	env        map[string]string // environment, anchors merged
+	image      string
 }
 
 // readCompose reads the services of docker-compose.yml. It understands
@@ -68,6 +70,9 @@ func readCompose(t *testing.T, path string) map[string]*service {
 			inEnv = false
 		case svc != nil && indent == 4:
 			inEnv = key == "environment"
+			if key == "image" {
+				svc.image = value
+			}
 			if m := flow.FindStringSubmatch(value); m != nil && key == "entrypoint" {
 				svc.entrypoint = m[1]
 			} else if m != nil && key == "command" {
@@ -161,5 +166,27 @@ func TestComposeServicesMatchTheBinaries(t *testing.T) {
 		if services["nats"] == nil || services["nats"].env[m[1]] == "" {
 			t.Errorf("nats.conf reads %s; the nats service does not pass it", m[1])
 		}
+	}
+}
+
+// TestComposeClickHouseIsSupported: the ClickHouse image docker-compose.yml
+// pins is a release in the range every statement is proven on
+// (docs/operations.md, "Supported ClickHouse").
+func TestComposeClickHouseIsSupported(t *testing.T) {
+	ch := readCompose(t, "../../../docker-compose.yml")["clickhouse"]
+	if ch == nil {
+		t.Fatal("docker-compose.yml has no clickhouse service")
+	}
+	tag, ok := strings.CutPrefix(ch.image, "clickhouse/clickhouse-server:")
+	if !ok {
+		t.Fatalf("clickhouse image %q: not clickhouse/clickhouse-server:<version>", ch.image)
+	}
+	v, err := chstore.ParseVersion(tag)
+	if err != nil {
+		t.Fatalf("clickhouse image %q: pin a version, not %q: %v", ch.image, tag, err)
+	}
+	lo, hi := chstore.MinVersion, chstore.NewestTested
+	if !v.AtLeast(lo.Major, lo.Minor) || v.AtLeast(hi.Major, hi.Minor+1) {
+		t.Errorf("clickhouse image %s: outside the supported %d.%d to %d.%d", tag, lo.Major, lo.Minor, hi.Major, hi.Minor)
 	}
 }
