@@ -78,7 +78,7 @@ FROM (
     cityHash64(s, 1) % ? AS start, toUInt64(cityHash64(s, 3) % ?) AS n,
     arrayElement(['home', 'pricing', 'docs', 'blog', 'signup', 'login', 'settings', 'billing', 'products', 'search'], 1 + intDiv(h, 3) % 10) AS page
   FROM numbers(?) WHERE number >= ?
-) ALL INNER JOIN (SELECT n, distinct_id, person_id, person_uuid FROM ` + g10IDs + `) USING n`
+) AS shaped ALL INNER JOIN (SELECT n, distinct_id, person_id, person_uuid FROM ` + g10IDs + `) AS ids USING n`
 
 // g10Chunk is the most events one insert statement writes.
 const g10Chunk = 500_000
@@ -88,8 +88,8 @@ const g10IDsSQL = `INSERT INTO ` + g10IDs + ` (n, distinct_id, person_id, person
 SELECT rowNumberInAllBlocks(), distinct_id, person_id, person_uuid FROM (
   SELECT distinct_id, person_id, uuid AS person_uuid FROM
     (SELECT distinct_id, person_id FROM person_distinct_ids FINAL
-     WHERE project_id = ? AND is_deleted = 0 AND match(distinct_id, '^(user|anon|fill)_'))
-  ALL INNER JOIN (SELECT id AS person_id, uuid FROM persons FINAL WHERE project_id = ? AND is_deleted = 0) USING person_id
+     WHERE project_id = ? AND is_deleted = 0 AND match(distinct_id, '^(user|anon|fill)_')) AS owned
+  ALL INNER JOIN (SELECT id AS person_id, uuid FROM persons FINAL WHERE project_id = ? AND is_deleted = 0) AS live USING person_id
   ORDER BY distinct_id)`
 
 func (s *session) g10Dataset(ctx context.Context) error {

@@ -31,14 +31,16 @@ SETTINGS index_granularity = 1024
 -- another person than its current owner. (A replay from the log writes
 -- a superset: also ids whose owner changed before any of their events;
 -- the attribution is the same.) Newest rows by argMax, not FINAL, so no
--- filter can run on old versions. Idempotent: the same rows again.
+-- filter can run on old versions. Idempotent: the same rows again. Both
+-- subqueries have an alias: current ClickHouse refuses a joined subquery
+-- without one (joined_subquery_requires_alias).
 INSERT INTO person_distinct_id_overrides (project_id, distinct_id, person_id, is_deleted, version)
 SELECT project_id, distinct_id, owner, deleted, v FROM (
     SELECT project_id, distinct_id, argMax(person_id, version) AS owner,
            argMax(is_deleted, version) AS deleted, max(version) AS v
     FROM person_distinct_ids GROUP BY project_id, distinct_id
-) ANY LEFT JOIN (
+) AS owners ANY LEFT JOIN (
     SELECT project_id, distinct_id, groupUniqArray(person_id) AS attributed
     FROM events WHERE person_id != 0 GROUP BY project_id, distinct_id
-) USING project_id, distinct_id
+) AS attributions USING project_id, distinct_id
 WHERE deleted = 1 OR length(attributed) > 1 OR (length(attributed) = 1 AND attributed[1] != owner)

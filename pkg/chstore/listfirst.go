@@ -76,10 +76,11 @@ func (s *Store) firstWindowKeys(ctx context.Context, q ListQuery) (page []pageRo
 	// versions, before them), so a live key's version is its person's
 	// newest, or one a batch still writing is about to make so. Their
 	// rows come from the row cache, the others read at those versions
-	// (pageRows): no read of persons through FINAL.
+	// (pageRows): no read of persons through FINAL. The joined subquery
+	// has an alias, as current ClickHouse requires.
 	rows, err := s.conn.Query(ctx, `SELECT rid, version, live, newest FROM person_order FINAL
 		ALL INNER JOIN (SELECT project_id, argMax(live, version) AS live, argMax(newest, version) AS newest
-			FROM person_counts WHERE project_id = ? GROUP BY project_id) USING project_id
+			FROM person_counts WHERE project_id = ? GROUP BY project_id) AS counts USING project_id
 		WHERE project_id = ? AND rank <= ? AND is_deleted = 0 ORDER BY rank, rid LIMIT ?, ?`,
 		q.ProjectID, q.ProjectID, orderRank(hint.newest.Add(-orderWindows[hint.window])), q.Offset, q.Limit)
 	if err != nil {

@@ -89,7 +89,9 @@ func (s *Store) BeginOrderRepair(ctx context.Context, consumer string, c uint64,
 // (or the person be missing), the stale version + 1 still outranks every
 // row of that key. Strictly newer either way: ReplacingMergeTree keeps
 // the last inserted of equal versions, but argMax readers do not.
-// Idempotent: a second run finds the keys tombstoned.
+// Idempotent: a second run finds the keys tombstoned. Both sides of the
+// join have an alias: current ClickHouse refuses a joined subquery
+// without one (joined_subquery_requires_alias).
 const repairOrderSQL = `INSERT INTO person_order (project_id, rank, rid, is_deleted, version)
 SELECT project_id, rank, rid, 1, greatest(p_version, o_version + 1)
 FROM (
@@ -98,13 +100,13 @@ FROM (
 	WHERE project_id IN ? AND (project_id, rank, rid) IN (SELECT project_id, rank, rid FROM person_order WHERE version > ? AND is_deleted = 0)
 	GROUP BY project_id, rank, rid
 	HAVING o_deleted = 0
-) ANY LEFT JOIN (
+) AS order_rows ANY LEFT JOIN (
 	SELECT project_id, bitNot(id) AS rid, bitNot(toUInt32(argMax(created_at, version))) AS p_rank,
 		argMax(is_deleted, version) AS p_deleted, max(version) AS p_version
 	FROM persons
 	WHERE project_id IN ? AND (project_id, id) IN (SELECT project_id, bitNot(rid) FROM person_order WHERE version > ? AND is_deleted = 0)
 	GROUP BY project_id, id
-) USING (project_id, rid)
+) AS person_rows USING (project_id, rid)
 WHERE p_version = 0 OR p_deleted = 1 OR rank != p_rank`
 
 // RepairOrder runs the repair from r.From at commit point c (r.Due(c)) and

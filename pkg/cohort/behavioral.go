@@ -41,16 +41,25 @@ var countOperators = map[string]string{"gte": ">=", "lte": "<=", "gt": ">", "lt"
 // the same rows, $actor events left out, sorted by distinct id), so the
 // read is a key range per id instead of a scan of the project's window.
 func (r *resolver) ourEvents(event string, since time.Time) (string, []any) {
-	owners := "(SELECT distinct_id, person_id AS pid FROM person_distinct_ids FINAL WHERE project_id = ?"
 	if r.person != nil {
 		ids := groupSet(r.person.distinctIDs)
-		return "SELECT pid, uuid FROM events_by_distinct_id ALL INNER JOIN " + owners + " AND distinct_id IN ? AND is_deleted = 0) USING distinct_id" +
+		return "SELECT pid, uuid FROM events_by_distinct_id " + ownersJoin(" AND distinct_id IN ?") +
 				" WHERE project_id = ? AND distinct_id IN ? AND event = ? AND timestamp >= toDateTime(?, 'UTC')",
 			[]any{r.project, ids, r.project, ids, event, since.Format(time.DateTime)}
 	}
-	return "SELECT pid, uuid FROM events ALL INNER JOIN " + owners + " AND is_deleted = 0) USING distinct_id" +
+	return "SELECT pid, uuid FROM events " + ownersJoin("") +
 			" WHERE project_id = ? AND event = ? AND timestamp >= toDateTime(?, 'UTC') AND visitParamHas(properties, '$actor') = 0",
 		[]any{r.project, r.project, event, since.Format(time.DateTime)}
+}
+
+// ownersJoin joins ourEvents' rows with the live owner (pid) of their
+// distinct id in the project (one placeholder), the owners narrowed by
+// more (a condition starting with " AND", or ""). The subquery has an
+// alias: current ClickHouse refuses a joined subquery without one
+// (joined_subquery_requires_alias).
+func ownersJoin(more string) string {
+	return "ALL INNER JOIN (SELECT distinct_id, person_id AS pid FROM person_distinct_ids FINAL WHERE project_id = ?" + more +
+		" AND is_deleted = 0) AS owners USING distinct_id"
 }
 
 // behavioral compiles {"type":"behavioral","key":K,"value":V,

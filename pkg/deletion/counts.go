@@ -135,7 +135,9 @@ func (r *Runner) countBatch(ctx context.Context, b []Request, after *span) (coun
 	const mine = "SELECT person_id, countIf(seq <= req) AS m, count() AS a, " +
 		"minIf(ts, seq <= req) AS lo, maxIf(ts, seq <= req) AS hi, minIf(ts, seq > req) AS alo, maxIf(ts, seq > req) AS ahi, " +
 		"countIf(ts >= ? AND ts < ?) AS s FROM (SELECT person_id, seq, toUInt32(timestamp) AS ts FROM "
-	const joined = ") ALL INNER JOIN del USING person_id GROUP BY person_id"
+	// The scanned rows have an alias: current ClickHouse refuses a
+	// joined subquery without one (joined_subquery_requires_alias).
+	const joined = ") AS scanned ALL INNER JOIN del USING person_id GROUP BY person_id"
 	project := b[0].ProjectID
 	from, to := uint64(0), uint64(math.MaxUint32)+1 // every second DateTime holds
 	if after != nil && !after.all {

@@ -165,9 +165,9 @@ func TestUnavailable(t *testing.T) {
 // project and person.
 const personEvents = `SELECT project_id, pid, count() FROM (
     SELECT project_id, if(o_pid = 0, person_id, o_pid) AS pid FROM events
-    ANY LEFT JOIN (SELECT project_id, distinct_id, person_id AS o_pid, is_deleted AS o_deleted FROM person_distinct_id_overrides FINAL) USING project_id, distinct_id
+    ANY LEFT JOIN (SELECT project_id, distinct_id, person_id AS o_pid, is_deleted AS o_deleted FROM person_distinct_id_overrides FINAL) AS overrides USING project_id, distinct_id
     WHERE o_deleted = 0
-) ALL INNER JOIN (SELECT project_id, id AS pid FROM persons FINAL WHERE is_deleted = 0) USING project_id, pid
+) AS attributed ALL INNER JOIN (SELECT project_id, id AS pid FROM persons FINAL WHERE is_deleted = 0) AS live USING project_id, pid
 GROUP BY project_id, pid ORDER BY project_id, pid`
 
 // personEventCounts runs personEvents, on the local tables of database

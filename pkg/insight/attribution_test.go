@@ -76,8 +76,8 @@ func overridesAttribution(t *testing.T, store *chstore.Store, project uint64) ma
 func referenceAttribution(t *testing.T, store *chstore.Store, project uint64) map[uuid.UUID]uint64 {
 	cmd := commandEvents()
 	sql := "SELECT uuid, pid FROM (SELECT uuid, pid FROM events ALL INNER JOIN (SELECT distinct_id, person_id AS pid FROM person_distinct_ids FINAL " +
-		"WHERE project_id = ? AND is_deleted = 0) USING distinct_id WHERE project_id = ? AND " + cmd.sql + ") " +
-		"ALL INNER JOIN (SELECT id AS pid FROM persons FINAL WHERE project_id = ? AND is_deleted = 0) USING pid"
+		"WHERE project_id = ? AND is_deleted = 0) AS owners USING distinct_id WHERE project_id = ? AND " + cmd.sql + ") AS attributed " +
+		"ALL INNER JOIN (SELECT id AS pid FROM persons FINAL WHERE project_id = ? AND is_deleted = 0) AS live USING pid"
 	return attribution(t, store, sql, append([]any{project, project}, append(cmd.args, project)...)...)
 }
 

@@ -132,8 +132,10 @@ const attributedPID = "if(o_pid = 0, person_id, o_pid)"
 // overridesJoin joins a row of events (or events_hourly) with the
 // override of its distinct id, bound to the project (one placeholder).
 // An id without an override joins the defaults: o_pid 0 (no person has
-// id 0), o_deleted 0; the caller keeps o_deleted = 0.
-const overridesJoin = "ANY LEFT JOIN (SELECT distinct_id, person_id AS o_pid, is_deleted AS o_deleted FROM person_distinct_id_overrides FINAL WHERE project_id = ?) USING distinct_id"
+// id 0), o_deleted 0; the caller keeps o_deleted = 0. The subquery has
+// an alias (current ClickHouse refuses a joined subquery without one,
+// joined_subquery_requires_alias); its columns are read unqualified.
+const overridesJoin = "ANY LEFT JOIN (SELECT distinct_id, person_id AS o_pid, is_deleted AS o_deleted FROM person_distinct_id_overrides FINAL WHERE project_id = ?) AS overrides USING distinct_id"
 
 // amongCond keeps, in a PREWHERE, the rows of the persons of among (see
 // scan.among): the rows stored with one of them, or whose distinct id an
@@ -238,8 +240,9 @@ func (s scan) sql() (string, []any) {
 	}
 	q := "SELECT " + strings.Join(cols, ", ") + " FROM (" + inner + ")"
 	if s.f.person {
-		// id too: cohort conditions are over a persons row.
-		q += " ALL INNER JOIN (SELECT id AS pid, id, property_keys, property_values FROM persons FINAL WHERE project_id = ? AND is_deleted = 0) USING pid"
+		// id too: cohort conditions are over a persons row. Both sides
+		// of the join have an alias, as current ClickHouse requires.
+		q += " AS scanned ALL INNER JOIN (SELECT id AS pid, id, property_keys, property_values FROM persons FINAL WHERE project_id = ? AND is_deleted = 0) AS person_rows USING pid"
 		args = append(args, s.project)
 	}
 	if s.where.sql != "" {

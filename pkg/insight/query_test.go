@@ -84,7 +84,7 @@ func TestLifecycleReadsCreatedAtOnlyForNew(t *testing.T) {
 		if got := strings.Contains(sql, "persons FINAL"); got != persons {
 			t.Errorf("%s: reads persons %v, want %v: %s", typ, got, persons, sql)
 		}
-		if strings.Contains(sql, "JOIN (SELECT id AS pid") {
+		if strings.Contains(sql, "AS person_rows USING pid") {
 			t.Errorf("%s: joins the project's persons: %s", typ, sql)
 		}
 		if n := strings.Count(sql, "?"); n != len(args) {

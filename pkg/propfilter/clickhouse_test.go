@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/personhub/personhub/pkg/propfilter"
@@ -68,6 +69,59 @@ func TestRegexInClickHouse(t *testing.T) {
 			var e *propfilter.Error
 			if !errors.As(err, &e) {
 				t.Errorf("%s %q: got %v, want a *propfilter.Error", op, p, err)
+			}
+		}
+	}
+}
+
+// TestDatesInClickHouse runs the date operators in the real ClickHouse
+// against a person holding a date, one holding the empty string and one
+// lacking the key: only the date matches is_date_before, is_date_after
+// and is_date_exact, and the negated filters match exactly the others.
+// ClickHouse 18.16 parses the empty string as 2000-01-01 00:00:00, so the
+// filters' dates are on both sides of it: without the operators' test of
+// an empty value, each would match the persons without a date there.
+func TestDatesInClickHouse(t *testing.T) {
+	st := testenv.ClickHouse(t)
+	ctx := context.Background()
+	type person struct{ name, key, value string }
+	dated2020 := person{"2020-06-01", "signup", "2020-06-01 12:00:00"}
+	dated2000 := person{"2000-01-01", "signup", "2000-01-01"}
+	empty := person{"empty", "signup", ""}
+	lacking := person{"lacking", "other", "2020-06-01"} // a date under another key
+	persons := []person{dated2020, dated2000, empty, lacking}
+	cases := []struct {
+		op, value string
+		match     []person
+	}{
+		{"is_date_before", "2024-01-01", []person{dated2020, dated2000}},
+		{"is_date_before", "2000-01-02", []person{dated2000}},
+		{"is_date_after", "1999-06-01", []person{dated2020, dated2000}},
+		{"is_date_after", "2010-01-01", []person{dated2020}},
+		{"is_date_exact", "2000-01-01", []person{dated2000}},
+		{"is_date_exact", "2020-06-01", []person{dated2020}},
+	}
+	for _, c := range cases {
+		for _, negated := range []bool{false, true} {
+			b, err := json.Marshal([]map[string]any{{"key": "signup", "value": c.value, "operator": c.op, "negation": negated}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clause, err := propfilter.Parse(string(b))
+			if err != nil {
+				t.Fatalf("Parse(%s): %v", b, err)
+			}
+			for _, p := range persons {
+				want := slices.Contains(c.match, p) != negated
+				var got uint8
+				// Placeholders in text order: the clause's, then the person's.
+				sql := "SELECT " + clause.SQL + " FROM (SELECT [?] AS property_keys, [?] AS property_values)"
+				if err := st.Conn().QueryRow(ctx, sql, append(clause.Args, p.key, p.value)...).Scan(&got); err != nil {
+					t.Fatalf("%s: %v", b, err)
+				}
+				if (got == 1) != want {
+					t.Errorf("%s on the person %s: got %v, want %v", b, p.name, got == 1, want)
+				}
 			}
 		}
 	}

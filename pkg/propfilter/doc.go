@@ -84,13 +84,24 @@
 //     2105-12-31. Stored values are parsed with
 //     parseDateTimeBestEffortOrNull(V, 'UTC'). Exact compares the UTC day,
 //     after/before compare datetimes strictly, at whole-second precision.
-//     Stored values that are not dates never match.
+//     Stored values that are not dates never match, and neither do
+//     persons lacking the key or holding the empty string: the operators
+//     also require V to be non-empty (ClickHouse 18.16 parses the empty
+//     string as 2000-01-01 00:00:00, current releases as NULL). Negated
+//     ("negation": true), they match those persons, as every negation is
+//     the exact logical one. Which other stored texts are dates is the
+//     parser's answer, and it differs between versions for partial ones:
+//     a blank, a bare number or month name ("5", "Jan") reads as a day of
+//     2000 on 18.16, and as NULL or a day of the current year on current
+//     releases.
 //
 // Positive operators never match a person lacking the key. Where the SQL
 // predicate would also be true for the empty string that an absent key yields
 // (exact "", icontains "", lt/lte strings), P is added; regex always has it,
 // so no disagreement between Go's and ClickHouse's regex engines about ""
-// can select persons lacking the key.
+// can select persons lacking the key; the date operators require V to be
+// non-empty. toFloat64OrNull of the empty string is NULL on 18.16 and
+// current releases alike, so the numeric comparisons need no such test.
 // The negated operators (is_not, not_icontains, not_regex) are exact
 // logical negations, so persons lacking the key match them (PostHog behaviour).
 //

@@ -365,12 +365,21 @@ func date(key, op string, value any, now func() time.Time) (frag, error) {
 	if t.Before(minDate) || t.After(maxDate) {
 		return frag{}, errorf("date %q is out of range (1970-01-01 to 2105-12-31)", s)
 	}
+	var cmp frag
 	switch op {
 	case "is_date_exact":
-		return frag{nullFalse("toDate(" + dateSQL + ") = toDate(?)"), []any{key, t.Format("2006-01-02")}}, nil
+		cmp = frag{nullFalse("toDate(" + dateSQL + ") = toDate(?)"), []any{key, t.Format("2006-01-02")}}
 	case "is_date_after":
-		return frag{nullFalse(dateSQL + " > toDateTime(?, 'UTC')"), []any{key, t.Format(time.DateTime)}}, nil
+		cmp = frag{nullFalse(dateSQL + " > toDateTime(?, 'UTC')"), []any{key, t.Format(time.DateTime)}}
 	default:
-		return frag{nullFalse(dateSQL + " < toDateTime(?, 'UTC')"), []any{key, t.Format(time.DateTime)}}, nil
+		cmp = frag{nullFalse(dateSQL + " < toDateTime(?, 'UTC')"), []any{key, t.Format(time.DateTime)}}
 	}
+	return combine("AND", []frag{nonEmpty(key), cmp}), nil
 }
+
+// nonEmpty is true when the stored text is not empty (so the key is
+// present). The date operators require it: ClickHouse 18.16 parses the
+// empty string as 2000-01-01 00:00:00 where current releases answer NULL,
+// so without it is_date_before would match, on 18.16, the persons lacking
+// the property.
+func nonEmpty(key string) frag { return frag{"(" + valueSQL + " != '')", []any{key}} }

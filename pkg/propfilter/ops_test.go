@@ -11,6 +11,7 @@ const (
 	tH = "has(property_keys, ?)"
 	tN = "toFloat64OrNull(" + tV + ")"
 	tD = "parseDateTimeBestEffortOrNull(" + tV + ", 'UTC')"
+	tE = "(" + tV + " != '')"
 )
 
 type sqlCase struct {
@@ -146,21 +147,23 @@ func TestOperators(t *testing.T) {
 
 		// dates
 		{"is_date_exact date", one(`{"key":"d","value":"2024-01-02","operator":"is_date_exact"}`),
-			"ifNull(toDate(" + tD + ") = toDate(?), 0)", []any{"d", "2024-01-02"}},
+			"(" + tE + " AND ifNull(toDate(" + tD + ") = toDate(?), 0))", []any{"d", "d", "2024-01-02"}},
 		{"is_date_exact datetime with offset", one(`{"key":"d","value":"2024-01-02T23:30:00-05:00","operator":"is_date_exact"}`),
-			"ifNull(toDate(" + tD + ") = toDate(?), 0)", []any{"d", "2024-01-03"}},
+			"(" + tE + " AND ifNull(toDate(" + tD + ") = toDate(?), 0))", []any{"d", "d", "2024-01-03"}},
 		{"is_date_after date", one(`{"key":"d","value":"2024-01-02","operator":"is_date_after"}`),
-			"ifNull(" + tD + " > toDateTime(?, 'UTC'), 0)", []any{"d", "2024-01-02 00:00:00"}},
+			"(" + tE + " AND ifNull(" + tD + " > toDateTime(?, 'UTC'), 0))", []any{"d", "d", "2024-01-02 00:00:00"}},
 		{"is_date_after rfc3339", one(`{"key":"d","value":"2024-01-02T03:04:05+02:00","operator":"is_date_after"}`),
-			"ifNull(" + tD + " > toDateTime(?, 'UTC'), 0)", []any{"d", "2024-01-02 01:04:05"}},
+			"(" + tE + " AND ifNull(" + tD + " > toDateTime(?, 'UTC'), 0))", []any{"d", "d", "2024-01-02 01:04:05"}},
 		{"is_date_after fraction floors", one(`{"key":"d","value":"2024-01-02T03:04:05.7Z","operator":"is_date_after"}`),
-			"ifNull(" + tD + " > toDateTime(?, 'UTC'), 0)", []any{"d", "2024-01-02 03:04:05"}},
+			"(" + tE + " AND ifNull(" + tD + " > toDateTime(?, 'UTC'), 0))", []any{"d", "d", "2024-01-02 03:04:05"}},
 		{"is_date_before space datetime", one(`{"key":"d","value":"2024-01-02 03:04:05","operator":"is_date_before"}`),
-			"ifNull(" + tD + " < toDateTime(?, 'UTC'), 0)", []any{"d", "2024-01-02 03:04:05"}},
+			"(" + tE + " AND ifNull(" + tD + " < toDateTime(?, 'UTC'), 0))", []any{"d", "d", "2024-01-02 03:04:05"}},
 		{"is_date_before fraction ceils", one(`{"key":"d","value":"2024-01-02 03:04:05.2","operator":"is_date_before"}`),
-			"ifNull(" + tD + " < toDateTime(?, 'UTC'), 0)", []any{"d", "2024-01-02 03:04:06"}},
+			"(" + tE + " AND ifNull(" + tD + " < toDateTime(?, 'UTC'), 0))", []any{"d", "d", "2024-01-02 03:04:06"}},
 		{"is_date_before T no zone", one(`{"key":"d","value":"2024-01-02T03:04:05","operator":"is_date_before"}`),
-			"ifNull(" + tD + " < toDateTime(?, 'UTC'), 0)", []any{"d", "2024-01-02 03:04:05"}},
+			"(" + tE + " AND ifNull(" + tD + " < toDateTime(?, 'UTC'), 0))", []any{"d", "d", "2024-01-02 03:04:05"}},
+		{"is_date_before negated", one(`{"key":"d","value":"2024-01-02","operator":"is_date_before","negation":true}`),
+			"(NOT (" + tE + " AND ifNull(" + tD + " < toDateTime(?, 'UTC'), 0)))", []any{"d", "d", "2024-01-02 00:00:00"}},
 	})
 }
 
