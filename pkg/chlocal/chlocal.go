@@ -175,7 +175,8 @@ func (s *Server) Kill() {
 func config(dir string, tcpPort, httpPort int, o options) string {
 	logQueries, queryLog := "", ""
 	if o.queryLog {
-		logQueries = "<log_queries>1</log_queries>"
+		// Whole statements: the log cuts them at 100,000 bytes by default.
+		logQueries = "<log_queries>1</log_queries><log_queries_cut_to_length>100000000</log_queries_cut_to_length>"
 		queryLog = "<query_log><database>system</database><table>query_log</table><flush_interval_milliseconds>1000</flush_interval_milliseconds></query_log>"
 	}
 	r := strings.NewReplacer("{dir}", filepath.Join(dir, "data"), "{tcp}", strconv.Itoa(tcpPort), "{http}", strconv.Itoa(httpPort),

@@ -13,4 +13,17 @@
 //
 //	PERSONHUB_SQL_RECORD=dir go test ./...
 //	CHDB_LIB_PATH=.../libchdb.so PERSONHUB_SQL_REPLAY=dir go test -tags chdb ./test/portability/
+//
+// What is recorded: every statement a store sends to a test binary's
+// shared server (testenv.ClickHouse), the product's and the tests' own,
+// from the test process and from the binaries it starts. Not recorded:
+// the statements sent to a private server of a fault test
+// (testenv.PrivateClickHouse, which the test kills), whose forms the
+// shared servers see too. What is replayed: each read once a database and
+// text, and at most perForm statements of one form in all; batch INSERTs,
+// whose rows query_log does not keep, prove their column lists by an
+// INSERT of no rows (their rows reach current ClickHouse in the saved
+// tables); writes run after the reads, and the tables they leave are
+// compared. The full lists of failures and differences are written next
+// to the recording (portability-*.txt).
 package portability

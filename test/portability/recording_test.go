@@ -156,7 +156,6 @@ const (
 var (
 	firstWord  = regexp.MustCompile(`^\s*(?:--[^\n]*\n\s*|\(\s*)*([A-Za-z]+)`)
 	batchInto  = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\s+(\S+)\s*\((.*)\)\s*(?:VALUES|FORMAT\s+\w+)\s*$`)
-	systemRead = regexp.MustCompile(`(?i)\bsystem\.[a-z_]+`)
 	databaseOp = regexp.MustCompile(`(?i)^\s*(CREATE|DROP)\s+DATABASE\b`)
 )
 
@@ -165,7 +164,7 @@ var (
 // it returns the statement that proves its column list instead. The rows
 // themselves reach current ClickHouse when the saved tables are loaded.
 func classify(q string, migration map[string]bool) (kind, string, string) {
-	if migration[strings.TrimSpace(q)] {
+	if migration[bare(q)] {
 		return skip, q, "migration (TestMigrationsOnBothVersions)"
 	}
 	if strings.Contains(q, "throwIf(") {
@@ -220,11 +219,25 @@ func migrationStatements() (map[string]bool, error) {
 	out := map[string]bool{}
 	for _, m := range all {
 		for _, s := range m.Statements {
-			out[strings.TrimSpace(s)] = true
+			out[bare(s)] = true
 		}
 		if m.OnlyIf != "" {
-			out[strings.TrimSpace(m.OnlyIf)] = true
+			out[bare(m.OnlyIf)] = true
 		}
 	}
 	return out, nil
+}
+
+// bare is a statement without its comment lines and with its spaces
+// collapsed: query_log keeps a statement from its first token, without
+// the comments before it.
+func bare(q string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(q, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+	}
+	return spaces.ReplaceAllString(strings.TrimSpace(b.String()), " ")
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/testenv"
 )
 
@@ -35,6 +36,8 @@ type replay struct {
 	systemReads int
 	writes      int
 	columns     int // batch INSERTs' column lists
+	partReads   int // reads that name parts (_part), run on both
+	countOnly   int // tables compared by their number of rows
 	skipped     map[string]int
 	capped      int
 	databases   int
@@ -71,7 +74,11 @@ func TestReplayOnBothVersions(t *testing.T) {
 	r := &replay{forms: map[string]bool{}, skipped: map[string]int{}, skippedDBs: map[string]int{}}
 	seen := map[string]int{} // statements replayed by form
 	start := time.Now()
+	only := regexp.MustCompile(os.Getenv(ReplayEnv + "_DATABASES")) // to replay a few while looking into them
 	for _, d := range dbs {
+		if !only.MatchString(d.name) {
+			continue
+		}
 		if why := unreplayable(d); why != "" {
 			r.skippedDBs[why]++
 			continue
@@ -82,8 +89,11 @@ func TestReplayOnBothVersions(t *testing.T) {
 		}
 		r.replayDatabase(t, d, old, cur, migration, seen)
 	}
-	t.Logf("replayed on %s and %s in %s: %d databases, %d statement forms, %d statements (%d reads compared, %d reads of system tables run on both, %d batch INSERTs' columns, %d writes); %d more of forms already replayed %d times",
-		old.name(), cur.name(), time.Since(start).Round(time.Second), r.databases, len(r.forms), r.statements, r.reads, r.systemReads, r.columns, r.writes, r.capped, perForm)
+	t.Logf("replayed on %s and %s in %s: %d databases, %d statement forms, %d statements (%d reads compared, %d reads of the server's own and %d reads of named parts run on both, %d batch INSERTs' columns, %d writes); %d more of forms already replayed %d times",
+		old.name(), cur.name(), time.Since(start).Round(time.Second), r.databases, len(r.forms), r.statements, r.reads, r.systemReads, r.partReads, r.columns, r.writes, r.capped, perForm)
+	if r.countOnly > 0 {
+		t.Logf("%d tables after writes that made random rows or read the clock compared by their number of rows", r.countOnly)
+	}
 	t.Logf("time: %s loading the databases, %s reading, %s writing and comparing the tables after the writes",
 		r.loading.Round(time.Second), r.reading.Round(time.Second), r.writing.Round(time.Second))
 	for why, n := range r.skipped {
@@ -200,18 +210,22 @@ func (r *replay) replayDatabase(t *testing.T, d *database, old *server, cur *inP
 		r.statements++
 		a, errOld, b, errCur := both(old, cur, st)
 		switch {
+		case errOld != nil && errCur != nil && chstore.ErrorCode(errOld) == unknownDatabase:
+			r.skipped["names a database of another test, which the replay does not load"]++
 		case errOld != nil && errCur != nil:
 			r.fail("%s: fails on both: %v\n\t%s", d.name, errOld, oneLine(q))
 		case errOld != nil:
 			r.fail("%s: fails on %s only: %v\n\t%s", d.name, old.name(), errOld, oneLine(q))
 		case errCur != nil:
 			r.fail("%s: fails on %s: %v\n\t%s", d.name, cur.name(), errCur, oneLine(q))
-		case systemRead.MatchString(q):
+		case versionRead.MatchString(q):
 			r.systemReads++ // what the server says of itself differs by version
+		case partRead.MatchString(q):
+			r.partReads++ // the loaded tables' parts are not the recorded ones
 		default:
 			r.reads++
 			if !sameRows(a, b) {
-				r.differences = append(r.differences, fmt.Sprintf("%s:\n\t%s\n\t%s: %s\n\t%s: %s", d.name, oneLine(q), old.name(), excerpt(a), cur.name(), excerpt(b)))
+				r.differences = append(r.differences, fmt.Sprintf("%s:\n\t%s\n\t%s, then %s: %s", d.name, oneLine(q), old.name(), cur.name(), rowDiff(a, b)))
 			}
 		}
 	}
@@ -242,6 +256,10 @@ func (r *replay) replayDatabase(t *testing.T, d *database, old *server, cur *inP
 			return
 		}
 	}
+	random := false
+	for _, st := range writes {
+		random = random || nondeterministic.MatchString(st.query)
+	}
 	for _, tb := range d.tables {
 		if tb.view() {
 			continue
@@ -250,12 +268,20 @@ func (r *replay) replayDatabase(t *testing.T, d *database, old *server, cur *inP
 		if collapsing.MatchString(tb.engine) {
 			q += " FINAL"
 		}
+
 		a, errOld, b, errCur := both(old, cur, statement{query: q})
 		switch {
 		case errOld != nil || errCur != nil:
 			r.fail("%s: reading %s after the writes: %v; %v", d.name, tb.name, errOld, errCur)
+		case random:
+			// Counted here: 18.16 answers 0 for count() over a FINAL
+			// read of a SummingMergeTree.
+			r.countOnly++
+			if x, y := strings.Count(a, "\n"), strings.Count(b, "\n"); x != y {
+				r.differences = append(r.differences, fmt.Sprintf("%s: table %s after the writes: %d rows, then %d", d.name, tb.name, x, y))
+			}
 		case !sameRows(a, b):
-			r.differences = append(r.differences, fmt.Sprintf("%s: table %s after the writes:\n\t%s: %s\n\t%s: %s", d.name, tb.name, old.name(), excerpt(a), cur.name(), excerpt(b)))
+			r.differences = append(r.differences, fmt.Sprintf("%s: table %s after the writes:\n\t%s, then %s: %s", d.name, tb.name, old.name(), cur.name(), rowDiff(a, b)))
 		}
 	}
 }
@@ -273,6 +299,24 @@ func both(old, cur engine, st statement) (string, error, string, error) {
 	<-done
 	return a, errOld, b, errCur
 }
+
+// versionRead matches the reads whose answers are the server's own: its
+// system tables and version(), and windowFunnel, which the product does
+// not use because 18.16 answers it differently (docs/analysis.md); a
+// test of pkg/insight shows how.
+var versionRead = regexp.MustCompile(`(?i)\bsystem\.[a-z_]+|\bversion\(\)|\bwindowFunnel\(`)
+
+// nondeterministic matches a write whose rows differ each time it runs
+// (a test making its data with generateUUIDv4 or now()): the tables
+// after it are compared by their number of rows.
+var nondeterministic = regexp.MustCompile(`(?i)\b(generateUUIDv4|rand[A-Za-z0-9]*|randomString|now|today|yesterday)\s*\(`)
+
+// unknownDatabase is ClickHouse's UNKNOWN_DATABASE.
+const unknownDatabase = 81
+
+// partRead matches a statement that names parts of a table: the saved
+// rows load as parts of their own, so it reads other rows than it did.
+var partRead = regexp.MustCompile(`\b_part\b`)
 
 // collapsing matches the engines whose rows of one key merge, at a time
 // the server chooses: their tables are compared as FINAL reads them.
@@ -324,6 +368,39 @@ func waitMutations(e engine, db string) error {
 // current ClickHouse writes the same value as 1970-01-01 (the driver reads
 // the same number from both).
 var zeroTime = strings.NewReplacer("0000-00-00 00:00:00", "1970-01-01 00:00:00", "0000-00-00", "1970-01-01")
+
+// rowDiff shows the rows of one answer that the other lacks (a few of
+// each side).
+func rowDiff(a, b string) string {
+	count := func(s string) map[string]int {
+		m := map[string]int{}
+		for _, l := range strings.Split(zeroTime.Replace(s), "\n") {
+			m[l]++
+		}
+		return m
+	}
+	x, y := count(a), count(b)
+	var onlyA, onlyB []string
+	for l, n := range x {
+		if n > y[l] {
+			onlyA = append(onlyA, fmt.Sprintf("%dx %s", n-y[l], l))
+		}
+	}
+	for l, n := range y {
+		if n > x[l] {
+			onlyB = append(onlyB, fmt.Sprintf("%dx %s", n-x[l], l))
+		}
+	}
+	sort.Strings(onlyA)
+	sort.Strings(onlyB)
+	clip := func(v []string) string {
+		if len(v) > 5 {
+			v = append(v[:5], fmt.Sprintf("... %d more", len(v)-5))
+		}
+		return excerpt(strings.Join(v, "\n\t\t"))
+	}
+	return fmt.Sprintf("rows only the first has:\n\t\t%s\n\trows only the second has:\n\t\t%s", clip(onlyA), clip(onlyB))
+}
 
 // sameRows compares two TabSeparated answers as multisets of rows.
 func sameRows(a, b string) bool {
