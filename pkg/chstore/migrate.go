@@ -62,7 +62,7 @@ func Migrations() ([]Migration, error) {
 			}
 		}
 		for _, st := range strings.Split(string(body), "\n;\n") {
-			if strings.TrimSpace(stripComments(st)) != "" {
+			if strings.TrimSpace(StripComments(st)) != "" {
 				m.Statements = append(m.Statements, st)
 			}
 		}
@@ -77,7 +77,8 @@ func Migrations() ([]Migration, error) {
 	return out, nil
 }
 
-func stripComments(s string) string {
+// StripComments drops a statement's comment lines (those starting "--").
+func StripComments(s string) string {
 	var b strings.Builder
 	for _, line := range strings.Split(s, "\n") {
 		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
@@ -224,7 +225,7 @@ func addedBefore(statement string, err error) bool {
 	code := ErrorCode(err)
 	return (code == 15 || code == 44) &&
 		strings.Contains(err.Error(), "already exists") &&
-		strings.Contains(strings.ToUpper(stripComments(statement)), "ADD COLUMN")
+		strings.Contains(strings.ToUpper(StripComments(statement)), "ADD COLUMN")
 }
 
 // ErrorCode is ClickHouse's code of an error a server sent (0 if none):

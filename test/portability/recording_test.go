@@ -232,12 +232,5 @@ func migrationStatements() (map[string]bool, error) {
 // collapsed: query_log keeps a statement from its first token, without
 // the comments before it.
 func bare(q string) string {
-	var b strings.Builder
-	for _, line := range strings.Split(q, "\n") {
-		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
-			b.WriteString(line)
-			b.WriteByte('\n')
-		}
-	}
-	return spaces.ReplaceAllString(strings.TrimSpace(b.String()), " ")
+	return spaces.ReplaceAllString(strings.TrimSpace(chstore.StripComments(q)), " ")
 }
