@@ -33,6 +33,16 @@ var All = []Style{
 	}},
 }
 
+// ByName is the style of that name; it panics for an unknown name.
+func ByName(name string) Style {
+	for _, s := range All {
+		if s.Name == name {
+			return s
+		}
+	}
+	panic("jsonstyle: no style " + name)
+}
+
 // layout is the white space around tokens.
 type layout struct {
 	comma, colon string
