@@ -140,6 +140,13 @@ func (c *canonicalizer) change(i, j int, repl []byte) {
 
 // space skips white space at src[i:], which the output leaves out.
 func (c *canonicalizer) space(i int) int {
+	if i < len(c.src) && c.src[i] > ' ' { // no white space: the common case, inlined
+		return i
+	}
+	return c.cutSpace(i)
+}
+
+func (c *canonicalizer) cutSpace(i int) int {
 	j := skipSpace(c.src, i)
 	if j != i {
 		c.change(i, j, nil)
@@ -194,6 +201,10 @@ func (c *canonicalizer) object(i, depth int) (int, error) {
 		return i + 1, nil
 	}
 	prev := -1
+	// The object's members while it has few: a repeat is found by
+	// comparing keys, with no hashing (most objects nested in properties).
+	var small [smallObject]int
+	few := small[:0]
 	for {
 		if i >= len(src) || src[i] != '"' {
 			return 0, syntaxError(i, "where a key should start")
@@ -214,7 +225,11 @@ func (c *canonicalizer) object(i, depth int) (int, error) {
 		}
 		prev = len(c.members)
 		c.members = append(c.members, member{obj: obj, start: start, next: -1, keyEnd: c.pos(end)})
-		c.addKey(prev)
+		key := src[i:end] // the key as output: as written, or changed and flushed
+		if start < len(c.out) {
+			key = c.out[start:len(c.out)]
+		}
+		few = c.addMember(few, prev, key)
 		if i = c.space(end); i >= len(src) || src[i] != ':' {
 			return 0, syntaxError(i, "after a key")
 		}

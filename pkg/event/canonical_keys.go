@@ -6,12 +6,17 @@ import (
 	"slices"
 )
 
-// Repeated keys. A key repeated in one object keeps its last member, so
-// each member's key is entered in a table of the document's keys (with
-// its object's number); a repeat finds the earlier member there and makes
-// it a hole, cut from the output at the end. Each member is entered once
-// (again when the table grows), so this is linear in the input too, and
-// the hash is seeded per process: input cannot be made to collide.
+// Repeated keys. A key repeated in one object keeps its last member: a
+// repeat finds the earlier member and makes it a hole, cut from the
+// output at the end. An object's first smallObject keys are compared with
+// one another; from then on each key is entered in a table of the
+// document's keys (with its object's number). Each member is entered
+// once (again when the table grows), so this is linear in the input too,
+// and the hash is seeded per process: input cannot be made to collide.
+
+// smallObject is the most members an object has before its keys go to
+// the table.
+const smallObject = 8
 
 // member is an object member, in output positions.
 type member struct {
@@ -19,6 +24,38 @@ type member struct {
 	start, next int // the key's start; the next member's key's start (-1 before it is read)
 	keyEnd      int
 	hash        uint64
+	hashed      bool // entered in the table
+}
+
+// addMember handles member m (with its key as output) of an object whose
+// members so far are few (nil once the object's keys are in the table)
+// and returns the new few.
+func (c *canonicalizer) addMember(few []int, m int, key []byte) []int {
+	if few == nil {
+		c.addKey(m, key)
+		return nil
+	}
+	for i, j := range few {
+		if o := &c.members[j]; o.keyEnd-o.start == len(key) && string(c.key(j)) == string(key) {
+			c.holes = append(c.holes, span{c.members[j].start, c.members[j].next})
+			few[i] = m
+			return few
+		}
+	}
+	if len(few) < cap(few) {
+		return append(few, m)
+	}
+	for _, j := range few {
+		c.addKey(j, c.key(j))
+	}
+	c.addKey(m, key)
+	return nil
+}
+
+// key is member m's key, as output.
+func (c *canonicalizer) key(m int) []byte {
+	mb := &c.members[m]
+	return c.text(mb.start, mb.keyEnd)
 }
 
 type span struct{ start, end int }
@@ -39,12 +76,12 @@ func (c *canonicalizer) newTable(mask int) {
 // pow2 is the least power of two >= n (n >= 1).
 func pow2(n int) int { return 1 << bits.Len(uint(max(n, 1)-1)) }
 
-// addKey enters member m's key; when its object has the key already, the
-// earlier member becomes a hole.
-func (c *canonicalizer) addKey(m int) {
+// addKey enters member m's key (as output); when its object has the key
+// already, the earlier member becomes a hole.
+func (c *canonicalizer) addKey(m int, key []byte) {
 	mb := &c.members[m]
-	key := c.text(mb.start, mb.keyEnd)
 	mb.hash = maphash.Bytes(c.seed, key) ^ uint64(mb.obj)*0x9e3779b97f4a7c15
+	mb.hashed = true
 	if j := c.insert(m, key); j >= 0 {
 		c.holes = append(c.holes, span{c.members[j].start, c.members[j].next})
 	}
@@ -65,7 +102,7 @@ func (c *canonicalizer) insert(m int, key []byte) int {
 			return -1
 		}
 		j := int(e&0xffffffff) - 1
-		if o := &c.members[j]; o.hash == mb.hash && o.obj == mb.obj && string(c.text(o.start, o.keyEnd)) == string(key) {
+		if o := &c.members[j]; o.hash == mb.hash && o.obj == mb.obj && string(c.key(j)) == string(key) {
 			c.slots[s] = cur | uint64(m+1)
 			c.used-- // replaced, not added
 			return j
@@ -78,8 +115,7 @@ func (c *canonicalizer) insert(m int, key []byte) int {
 func (c *canonicalizer) grow() {
 	c.newTable(2*c.mask + 1)
 	for m := range c.members {
-		mb := &c.members[m]
-		if c.insert(m, c.text(mb.start, mb.keyEnd)) < 0 {
+		if c.members[m].hashed && c.insert(m, c.key(m)) < 0 {
 			c.used++
 		}
 	}
