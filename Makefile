@@ -51,6 +51,7 @@ bench: clickhouse
 FUZZTIME ?= 20s
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./pkg/event/
+	$(GO) test -run='^$$' -fuzz=FuzzCanonical -fuzztime=$(FUZZTIME) ./pkg/event/
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./pkg/propfilter/
 	$(GO) test -run='^$$' -fuzz=FuzzFlattenJSON -fuzztime=$(FUZZTIME) ./pkg/csvexport/
 	$(GO) test -run='^$$' -fuzz=FuzzNormalize -fuzztime=$(FUZZTIME) ./pkg/stream/

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/google/uuid"
 )
@@ -209,69 +208,6 @@ func foldProperties(raw json.RawMessage) (map[string]any, error) {
 		out[k] = val
 	}
 	return out, nil
-}
-
-// StoredProperties is the properties object as the events table keeps it:
-// as received, with top-level $set, $set_once and $unset moved inside,
-// where analysts look for them.
-//
-// For most events that is PropertiesRaw as it is, and the string shares
-// its bytes instead of copying them: a copy of every event's properties
-// was 4% of the ingester's CPU (G1, docs/performance.md), and the events
-// insert copies them once more anyway. Parse's buffer is written only
-// while it is built, so the string stays immutable.
-func (e *Event) StoredProperties() string {
-	raw := bytes.TrimSpace(e.PropertiesRaw)
-	if len(raw) == 0 || string(raw) == "null" {
-		raw = []byte("{}")
-	}
-	names := [3]string{"$set", "$set_once", "$unset"}
-	var moved []string
-	for i, v := range e.top {
-		if v = bytes.TrimSpace(v); len(v) > 0 && string(v) != "null" {
-			moved = append(moved, names[i])
-		}
-	}
-	if len(moved) == 0 {
-		return unsafe.String(unsafe.SliceData(raw), len(raw))
-	}
-	// The common case: properties hold none of the three, so the top-level
-	// values are spliced in as received, with no decoding.
-	if !bytes.Contains(raw, []byte(`"$set`)) && !bytes.Contains(raw, []byte(`"$unset`)) {
-		var b bytes.Buffer
-		b.WriteByte('{')
-		for i, v := range e.top {
-			if v = bytes.TrimSpace(v); len(v) > 0 && string(v) != "null" {
-				fmt.Fprintf(&b, "%q:", names[i])
-				b.Write(v)
-				b.WriteByte(',')
-			}
-		}
-		rest := bytes.TrimSpace(raw[1:])
-		if len(rest) > 0 && rest[0] == '}' {
-			b.Truncate(b.Len() - 1)
-		}
-		b.Write(rest)
-		return b.String()
-	}
-	// Both places hold some: store the merged values.
-	all := map[string]json.RawMessage{}
-	_ = json.Unmarshal(raw, &all)
-	put := func(key string, v any, keep bool) {
-		if keep {
-			if b, err := json.Marshal(v); err == nil {
-				all[key] = b
-			}
-		}
-	}
-	put("$set", e.Set, len(e.Set) > 0)
-	put("$set_once", e.SetOnce, len(e.SetOnce) > 0)
-	put("$unset", e.Unset, len(e.Unset) > 0)
-	out, err := json.Marshal(all)
-	if err != nil {
-		return "{}"
-	}
-	return string(out)
 }
 
 // parseDistinctID accepts a JSON string or number (some SDKs send numeric

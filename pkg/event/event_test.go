@@ -2,10 +2,11 @@ package event
 
 import (
 	"bytes"
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/personhub/personhub/pkg/testenv/jsonstyle"
 )
 
 func TestParse(t *testing.T) {
@@ -87,10 +88,31 @@ func TestStoredProperties(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := ev.StoredProperties()
-		var g, w any
-		if json.Unmarshal([]byte(got), &g) != nil || json.Unmarshal([]byte(want), &w) != nil || !reflect.DeepEqual(g, w) {
+		if got := ev.StoredProperties(); got != want {
 			t.Errorf("%s:\n got %s\nwant %s", in, got, want)
+		}
+	}
+}
+
+// TestStoredPropertiesCanonical: the stored properties are one text
+// whichever style the client wrote the envelope in, properties and
+// top-level $set alike, and a key written with escapes is found as the
+// name it spells (a $set inside properties merges with the top-level one).
+func TestStoredPropertiesCanonical(t *testing.T) {
+	for in, want := range map[string]string{
+		head + `,"properties":{"$browser":"Chrome","url":"https://x.test/a?b=<c>","n":1.50,"o":{"k":[true,null]}}}`: `{"$browser":"Chrome","url":"https://x.test/a?b=<c>","n":1.50,"o":{"k":[true,null]}}`,
+		head + `,"properties":{"é":"ü"},"$set":{"plan":"pro"},"$set_once":{"first":"2026-01-01"},"$unset":["old"]}`: `{"$set":{"plan":"pro"},"$set_once":{"first":"2026-01-01"},"$unset":["old"],"é":"ü"}`,
+		head + `,"properties":{"\u0024set":{"a":1,"b":1},"k":"v"},"$set":{"a":2}}`:                                  `{"$set":{"a":2,"b":1},"k":"v"}`,
+		head + `,"properties":{"$set":{"a":1},"$set":{"b":2}}}`:                                                     `{"$set":{"b":2}}`,
+	} {
+		for _, s := range jsonstyle.All {
+			ev, err := Parse(s.Write([]byte(in)))
+			if err != nil {
+				t.Fatalf("%s %s: %v", s.Name, s.Write([]byte(in)), err)
+			}
+			if got := ev.StoredProperties(); got != want {
+				t.Errorf("%s %s:\n got %s\nwant %s", s.Name, s.Write([]byte(in)), got, want)
+			}
 		}
 	}
 }

@@ -264,7 +264,10 @@ func (a *API) routes() []route {
 		// Capture for the client libraries (capture.go, docs/capture.md):
 		// the project token in the request authenticates, never a personal
 		// key; CORS for browsers.
-		limit := a.capture.MaxRequestBytes() + 1 // capture.Decode answers the limit itself
+		// The guard answers a body over capture's limit with the API's one
+		// 413, declared or chunked (capture.Decode applies the limit again
+		// to decompressed bodies).
+		limit := a.capture.MaxRequestBytes()
 		public := func(path string, h handlerFunc) {
 			rs = append(rs, route{Methods: []string{"GET", "POST", "OPTIONS"}, Path: path, Public: true, CORS: true, Body: limit, handler: h})
 		}

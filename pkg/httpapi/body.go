@@ -26,10 +26,12 @@ const (
 	// cannot hold more memory than that, and a complete small request
 	// must not wait behind slow large ones.
 	smallBody = 64 << 10
-	// maxDrain is how much of a body nobody read (over its limit, or
-	// refused first) is read and discarded after the answer, so the client
-	// reads the answer instead of a connection reset. Past it the
-	// connection is closed.
+	// maxDrain: a body of up to its limit plus this that nobody read
+	// whole (over its limit, or refused first) is read to its end and
+	// discarded after the answer, so a client that sends its whole body
+	// before reading the answer (Python's, curl's without Expect) reads
+	// it instead of a connection reset. A body declared larger gets the
+	// answer at once and the connection is closed.
 	maxDrain = 16 << 20
 )
 
@@ -152,15 +154,16 @@ func (b *guardedBody) releaseSlot() {
 func (b *guardedBody) Close() error { return b.inner.Close() }
 
 // finish runs after the handler: the slot is given back, and the rest of
-// a body nobody read is discarded (up to maxDrain) so the client, still
-// sending, gets to read the answer.
+// a body nobody read is discarded, up to limit+maxDrain bytes of body in
+// all (what was read counts), so the client, still sending, gets to read
+// the answer.
 func (b *guardedBody) finish(r *http.Request) {
 	b.releaseSlot()
 	if b.done || errors.Is(b.err, errBodyTimeout) || errors.Is(b.err, errBodyUnreadable) ||
 		r.Header.Get("Expect") != "" || r.ContentLength > b.limit+maxDrain {
 		return
 	}
-	_, _ = io.CopyN(io.Discard, b.inner, maxDrain)
+	_, _ = io.CopyN(io.Discard, b.inner, b.limit+maxDrain-b.read)
 }
 
 // guardBody puts every request body under the guard with the route's
