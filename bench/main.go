@@ -64,26 +64,21 @@ func planFor(quick bool) plan {
 }
 
 type options struct {
-	quick         bool
-	out           string
-	seed          uint64
-	soak          time.Duration
-	soakRate      int
-	rssCeiling    int64
-	keep          bool
-	only          string // "": every phase; "g1": raw consume and ingest only; "g10": ingest and fill, then G10 alone; "g5": then the reads and G5f; "g7": then the purge; "g9": G9 alone
-	purgeRuns     int    // G7's measurement repeated on fresh copies (the first is the goal's row)
-	g5fSizes      string // comma-separated persons, overriding the plan's G5f sizes
-	niceProbe     int    // rounds of G4's interleaved ingester-niceness probe; 0: none
-	httpProbe     int    // rounds of G4's native-against-HTTP probe (httpprobe.go); 0: none
-	selfNiceProbe int    // rounds of G4's probe of this process's niceness (httpprobe.go); 0: none
-	chNiceProbe   int    // rounds of G4's ClickHouse thread-niceness probe (chniceprobe.go); 0: none
-	mergeProbe    int    // rounds of G4's interleaved merges on/off probe; 0: none
-	writeLane     bool   // the ingester's -write-lane
-	growFor       time.Duration
-	growPers      int
-	maxCached     int
-	g6Load        int // PATCHes while ingesting, overriding the plan's
+	quick      bool
+	out        string
+	seed       uint64
+	soak       time.Duration
+	soakRate   int
+	rssCeiling int64
+	keep       bool
+	only       string // "": every phase; "g1": raw consume and ingest only; "g10": ingest and fill, then G10 alone; "g5": then the reads and G5f; "g7": then the purge; "g9": G9 alone
+	purgeRuns  int    // G7's measurement repeated on fresh copies (the first is the goal's row)
+	g5fSizes   string // comma-separated persons, overriding the plan's G5f sizes
+	writeLane  bool   // the ingester's -write-lane
+	growFor    time.Duration
+	growPers   int
+	maxCached  int
+	g6Load     int // PATCHes while ingesting, overriding the plan's
 }
 
 func main() {
@@ -126,11 +121,6 @@ func main() {
 	fs.StringVar(&o.only, "only", "", "run one phase: g1 (raw consume and the ingest alone, no fill), g10, g5 (the reads, G4 and G5, and G5f), g7 (the purge), or g9 (ingest without a transformation, with a trivial one and with one dropping half, nothing else); for g10, g5 and g7 the persons are still ingested and filled first, and they combine (-only g10,g7: the purge over G10's events too, as in a full run)")
 	fs.IntVar(&o.purgeRuns, "purge-runs", 1, "G7: purge fresh copies of the tables this many times, raw and deleter back to back each time (the first pair is G7's row; all are logged and kept in the JSON)")
 	fs.StringVar(&o.g5fSizes, "g5f-sizes", "", "G5f's project sizes in persons, comma-separated (default 100000,1000000,5000000; quick 100000; \"none\" skips G5f)")
-	fs.IntVar(&o.niceProbe, "g4-nice-probe", 0, "after G4 while ingesting, this many rounds of GET person c=1 with the ingester child at niceness 0 and at its own (INGESTER_NICE, or 10) in turn, and its ingest rate in each (needs root to set 0 back; docs/performance.md, \"h/g4l\"); 0: none")
-	fs.IntVar(&o.httpProbe, "g4-http-probe", 0, "after G4 idle and again while ingesting, this many rounds of GET person's bare statement c=1 over the native protocol and over ClickHouse's HTTP interface in turn (docs/performance.md, \"after session 17\")")
-	fs.IntVar(&o.selfNiceProbe, "g4-self-nice-probe", 0, "after G4 while ingesting, this many rounds of GET person c=1 from the reader child with this process (embedded NATS, load generator) at niceness 0 and 10 in turn (needs root to set 0 back)")
-	fs.IntVar(&o.chNiceProbe, "g4-ch-nice-probe", 0, "after G4 while ingesting, this many rounds of GET person c=1 with ClickHouse's threads working for the ingester at niceness 0, at 10, and with its merge threads at 10 too (stands in for os_thread_priority, which 18.16 lacks; needs root)")
-	fs.IntVar(&o.mergeProbe, "g4-merge-probe", 0, "after G4 while ingesting, this many rounds of GET person c=1 with ClickHouse's merges started and stopped in turn (SYSTEM START/STOP MERGES), and the ingest rate in each (docs/performance.md, \"h/g4m\"); 0: none")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return

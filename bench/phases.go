@@ -116,10 +116,6 @@ func (s *session) reads(ctx context.Context) error {
 		}
 		record(measureSet(ctx, "idle", c.conc, c.b, append(set, apiGet)...))
 	}
-	if s.o.httpProbe > 0 {
-		s.lg.f("http probe, idle")
-		s.httpProbe(ctx, &ops, ids, s.o.httpProbe)
-	}
 	if err := s.g5(ctx, ids, record); err != nil {
 		return fmt.Errorf("G5: %w", err)
 	}
@@ -152,22 +148,6 @@ func (s *session) reads(ctx context.Context) error {
 	// is kept to show what ingest does to it.
 	record(measureSet(ctx, "ingesting", 1, p.list1, namedOp{name: nameList + layerAPI, op: ops.apiList}))
 	stopProf()
-	if s.o.niceProbe > 0 {
-		s.niceProbe(ctx, &ops, s.o.niceProbe)
-	}
-	if s.o.httpProbe > 0 {
-		s.lg.f("http probe, while ingesting")
-		s.httpProbe(ctx, &ops, ids, s.o.httpProbe)
-	}
-	if s.o.selfNiceProbe > 0 {
-		s.selfNiceProbe(ctx, s.o.selfNiceProbe)
-	}
-	if s.o.chNiceProbe > 0 {
-		s.chNiceProbe(ctx, &ops, s.o.chNiceProbe)
-	}
-	if s.o.mergeProbe > 0 {
-		s.mergeProbe(ctx, &ops, s.o.mergeProbe)
-	}
 	pt, vis, pending, perr := s.api.patchVisible(ctx, patchIDs[len(patchIDs)/2:], p.patchLoad, "load")
 	pt.Load, vis.Load = "ingesting", "ingesting"
 	s.res.Project.PatchLoad = [2]Latency{pt, vis}
