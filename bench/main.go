@@ -1,6 +1,6 @@
 // Command bench measures the service's speed, cost and memory against raw
-// baselines taken in the same run on the same data (targets G1..G10 of
-// shared/performance.md), prints a table and writes the results as JSON
+// baselines taken in the same run on the same data (the targets of
+// docs/performance.md), prints a table and writes the results as JSON
 // under bench/results/. `make bench` runs it; `make bench QUICK=1` runs the
 // small dataset. See docs/performance.md.
 //
@@ -38,16 +38,16 @@ type plan struct {
 	persons       int // persons in the table for the read and memory measurements
 	deletePersons int
 	get1, get16   budget
-	// list1 and list16 are the list rows' samples (G5): p99 is the
+	// list1 and list16 are the list rows' samples: p99 is the
 	// ceil(0.99 n)-th fastest, so at 100 samples the second slowest, and
-	// one stall of the shared machine decided G5e; 300 (800 at c=16)
-	// make it the fourth (ninth) slowest (h/g5b3).
+	// one stall of the shared machine decided the deep pages' rows; 300
+	// (800 at c=16) make it the fourth (ninth) slowest.
 	list1, list16 budget
 	patchIdle     int
 	patchLoad     int
 	soak          time.Duration
 	soakRate      int
-	g5fSizes      []int // G5f's project sizes, in order
+	g5fSizes      []int // the list's project sizes as it grows, in order
 }
 
 func planFor(quick bool) plan {
@@ -71,9 +71,9 @@ type options struct {
 	soakRate   int
 	rssCeiling int64
 	keep       bool
-	only       string // "": every phase; "g1": raw consume and ingest only; "g10": ingest and fill, then G10 alone; "g5": then the reads and G5f; "g7": then the purge; "g9": G9 alone
-	purgeRuns  int    // G7's measurement repeated on fresh copies (the first is the goal's row)
-	g5fSizes   string // comma-separated persons, overriding the plan's G5f sizes
+	only       string // "": every phase; "g1": raw consume and ingest only; "g10": ingest and fill, then the analysis alone; "g5": then the reads and the list's growth; "g7": then the purge; "g9": the transformations alone
+	purgeRuns  int    // the purge repeated on fresh copies (the first is the target's row)
+	g5fSizes   string // comma-separated persons, overriding the plan's sizes for the list's growth
 	writeLane  bool   // the ingester's -write-lane
 	growFor    time.Duration
 	growPers   int
@@ -207,7 +207,7 @@ func run(ctx context.Context, o options) error {
 	res.Machine.DataDir, res.Machine.DataFS = tmp, describeFS(tmp)
 	lg.f("data in %s: %s", tmp, res.Machine.DataFS)
 	if strings.HasSuffix(res.Machine.DataFS, "(no journal)") {
-		lg.f("warning: ext4 without a journal costs ClickHouse's parts much more CPU than a usual filesystem (docs/performance.md, h/fs); set TMPDIR to a directory elsewhere")
+		lg.f("warning: ext4 without a journal costs ClickHouse's parts much more CPU than a usual filesystem (docs/performance.md, \"Where the data lives\"); set TMPDIR to a directory elsewhere")
 	}
 	if ch.pid == 0 {
 		res.Notes = append(res.Notes, "ClickHouse server process not found: its CPU time is not measured")

@@ -82,7 +82,7 @@ func (s *session) reads(ctx context.Context) error {
 	}
 	s.res.Dataset.ReadSamplePerson = len(ids)
 	ops := s.readOps(ids)
-	// G4's GET person rows are measured by the reader child, apart from
+	// GET person's rows are measured by the reader child, apart from
 	// the load generator and NATS (readerchild.go); the store's row, a
 	// call into this process's store, stays here.
 	if s.reader, err = startReader(s, ids); err != nil {
@@ -105,7 +105,7 @@ func (s *session) reads(ctx context.Context) error {
 	s.settle(ctx)
 	s.lg.f("reads, idle")
 	stopProf := s.profileReads("idle")
-	// G4: GET person at three layers.
+	// GET person at three layers.
 	for _, c := range []struct {
 		conc int
 		b    budget
@@ -245,7 +245,7 @@ func (s *session) drain(ctx context.Context) error {
 	return s.watcher.Wait(ctx, info.State.LastSeq, 30*time.Minute)
 }
 
-// purge is G7: N persons of the main dataset are deleted with their
+// purge: N persons of the main dataset are deleted with their
 // events through the log ($delete_person with $delete_events, as the API
 // publishes it); once the ingester has queued the requests, the deleter and
 // the raw ALTER DELETE each purge a copy of the tables.
