@@ -22,9 +22,14 @@ test: clickhouse test-clients
 	CHDB_LIB_PATH=$${CHDB_LIB_PATH:-$$(bash scripts/install-chdb.sh)} PERSONHUB_SQL_REPLAY=$(SQLRECORD) \
 		$(GO) test -count=1 -timeout 30m -tags chdb -v ./test/portability/
 
-## test-unit: the tests that need no ClickHouse
+## test-unit: the tests that start no ClickHouse (JetStream runs in process), and
+## the docs' drift checks without the fuzz list's build (-short)
+UNIT_PKGS = ./cmd/api/ ./cmd/stack/ ./pkg/activity/ ./pkg/appconfig/ ./pkg/capture/ ./pkg/cohort/ \
+	./pkg/controlplane/ ./pkg/csvexport/ ./pkg/event/ ./pkg/fold/ ./pkg/person/ ./pkg/plugin/... \
+	./pkg/progress/ ./pkg/propjson/ ./pkg/shutdown/ ./pkg/stream/ ./pkg/timeline/ ./pkg/transform/
 test-unit:
-	$(GO) test -count=1 ./pkg/fold/ ./pkg/event/ ./pkg/person/ ./pkg/propfilter/ ./pkg/csvexport/ ./pkg/stream/
+	$(GO) test -count=1 $(UNIT_PKGS)
+	$(GO) test -count=1 -short ./test/docs/
 
 ## lint: vet, gofmt, and golangci-lint when installed
 lint:
@@ -47,27 +52,10 @@ bench: clickhouse
 	./bin/bench $(if $(QUICK),-quick) $(BENCHFLAGS)
 	$(GO) run ./bench/capture $(if $(QUICK),-events 20000 -rounds 1) $(BENCHCAPTUREFLAGS)
 
-## fuzz: run each fuzz target for FUZZTIME (default 20s)
+## fuzz: run each fuzz target `go test -list` finds for FUZZTIME (default 20s)
 FUZZTIME ?= 20s
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./pkg/event/
-	$(GO) test -run='^$$' -fuzz=FuzzCanonical -fuzztime=$(FUZZTIME) ./pkg/event/
-	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./pkg/propfilter/
-	$(GO) test -run='^$$' -fuzz=FuzzFlattenJSON -fuzztime=$(FUZZTIME) ./pkg/csvexport/
-	$(GO) test -run='^$$' -fuzz=FuzzNormalize -fuzztime=$(FUZZTIME) ./pkg/stream/
-	$(GO) test -run='^$$' -fuzz=FuzzScopeAllows -fuzztime=$(FUZZTIME) ./pkg/controlplane/
-	$(GO) test -run='^$$' -fuzz=FuzzExtract -fuzztime=$(FUZZTIME) ./pkg/plugin/archive/
-	$(GO) test -run='^$$' -fuzz=FuzzParseURL -fuzztime=$(FUZZTIME) ./pkg/plugin/repository/
-	$(GO) test -run='^$$' -fuzz=FuzzExports -fuzztime=$(FUZZTIME) ./pkg/plugin/code/
-	$(GO) test -run='^$$' -fuzz=FuzzParseManifest -fuzztime=$(FUZZTIME) ./pkg/plugin/
-	$(GO) test -run='^$$' -fuzz=FuzzDecodeInputs -fuzztime=$(FUZZTIME) ./pkg/plugin/
-	$(GO) test -run='^$$' -fuzz=FuzzRequestInputs -fuzztime=$(FUZZTIME) ./pkg/httpapi/
-	$(GO) test -run='^$$' -fuzz=FuzzApply -fuzztime=$(FUZZTIME) ./pkg/timeline/
-	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./pkg/capture/
-	$(GO) test -run='^$$' -fuzz=FuzzDecompressLZ64 -fuzztime=$(FUZZTIME) ./pkg/capture/
-	$(GO) test -run='^$$' -fuzz=FuzzParseSchema -fuzztime=$(FUZZTIME) ./pkg/plugin/
-	$(GO) test -run='^$$' -fuzz=FuzzParseFilter -fuzztime=$(FUZZTIME) ./pkg/insight/
-	$(GO) test -run='^$$' -fuzz=FuzzReadMemberCSV -fuzztime=$(FUZZTIME) ./pkg/httpapi/
+	@GO=$(GO) bash scripts/fuzz.sh run $(FUZZTIME)
 
 clickhouse:
 	@bash scripts/install-clickhouse.sh

@@ -33,7 +33,7 @@ import (
 // its heap and collections are its own, not those of the bench (the
 // embedded NATS server, the dataset, the load generators). In the bench
 // process the API's collections marked the bench's ~350 MB heap every
-// second or two while the reads ran (session 14: most of G5d's tail).
+// second or two while the reads ran (most of the property filter's tail).
 const apiChildCommand = "api-child"
 
 func apiChildMain(args []string) error {

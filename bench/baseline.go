@@ -75,7 +75,7 @@ func rawConsume(ctx context.Context, js jetstream.JetStream, name string, n, ack
 	return rate(n, time.Since(start)), nil
 }
 
-// insertComparison is G2: the same event rows inserted by clickhouse-client
+// insertComparison is the events insert target: the same event rows inserted by clickhouse-client
 // (TabSeparated from a file) and by the ingester's own write path
 // (chstore.Store.WriteRows with only events, in batches of the ingester's
 // BatchSize), each into a fresh database, best of two rounds each.

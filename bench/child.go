@@ -85,7 +85,8 @@ func childMain(args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The hook as cmd/ingester installs it: every phase pays its price
-	// for events without a chain, and G9 measures chains.
+	// for events without a chain, and the transformations phase measures
+	// chains.
 	if cfg.Hook, err = transform.NewIngestHook(ctx, js, 1, log, reg); err != nil {
 		return err
 	}

@@ -168,7 +168,8 @@ type Machine struct {
 // each free inode it finds against recent deletions before handing it
 // out (find_inode_bit, recently_deleted), which under ClickHouse's parts
 // (a file per column, created and deleted by every insert and merge) cost
-// ClickHouse up to 40% of its CPU in G1 (docs/performance.md, "h/fs").
+// ClickHouse up to 40% of its CPU in the ingest phase (docs/performance.md,
+// "Where the data lives").
 func describeFS(dir string) string {
 	raw, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {

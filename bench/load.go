@@ -13,7 +13,7 @@ import (
 // loadGen keeps the ingester busy with fresh events while reads are
 // measured: it tops the stream up so that at most `backlog` published
 // events wait uncommitted. With backlog = 2 x BatchSize the ingester always
-// has its next full batch buffered (it runs at its G1 rate) while a new
+// has its next full batch buffered (it runs flat out) while a new
 // event waits behind at most two batches.
 type loadGen struct {
 	cancel context.CancelFunc
@@ -90,7 +90,7 @@ func (l *loadGen) stop(w *progress.Watcher) LoadStats {
 	return s
 }
 
-// Soak is G8's long run: a steady stream of events while the ingester's
+// Soak is the memory target's long run: a steady stream of events while the ingester's
 // RSS is sampled.
 type Soak struct {
 	Seconds        float64   `json:"seconds"`

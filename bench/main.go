@@ -1,6 +1,6 @@
 // Command bench measures the service's speed, cost and memory against raw
-// baselines taken in the same run on the same data (targets G1..G10 of
-// shared/performance.md), prints a table and writes the results as JSON
+// baselines taken in the same run on the same data (the targets of
+// docs/performance.md), prints a table and writes the results as JSON
 // under bench/results/. `make bench` runs it; `make bench QUICK=1` runs the
 // small dataset. See docs/performance.md.
 //
@@ -38,16 +38,16 @@ type plan struct {
 	persons       int // persons in the table for the read and memory measurements
 	deletePersons int
 	get1, get16   budget
-	// list1 and list16 are the list rows' samples (G5): p99 is the
+	// list1 and list16 are the list rows' samples: p99 is the
 	// ceil(0.99 n)-th fastest, so at 100 samples the second slowest, and
-	// one stall of the shared machine decided G5e; 300 (800 at c=16)
-	// make it the fourth (ninth) slowest (h/g5b3).
+	// one stall of the shared machine decided the deep pages' rows; 300
+	// (800 at c=16) make it the fourth (ninth) slowest.
 	list1, list16 budget
 	patchIdle     int
 	patchLoad     int
 	soak          time.Duration
 	soakRate      int
-	g5fSizes      []int // G5f's project sizes, in order
+	g5fSizes      []int // the list's project sizes as it grows, in order
 }
 
 func planFor(quick bool) plan {
@@ -64,26 +64,21 @@ func planFor(quick bool) plan {
 }
 
 type options struct {
-	quick         bool
-	out           string
-	seed          uint64
-	soak          time.Duration
-	soakRate      int
-	rssCeiling    int64
-	keep          bool
-	only          string // "": every phase; "g1": raw consume and ingest only; "g10": ingest and fill, then G10 alone; "g5": then the reads and G5f; "g7": then the purge; "g9": G9 alone
-	purgeRuns     int    // G7's measurement repeated on fresh copies (the first is the goal's row)
-	g5fSizes      string // comma-separated persons, overriding the plan's G5f sizes
-	niceProbe     int    // rounds of G4's interleaved ingester-niceness probe; 0: none
-	httpProbe     int    // rounds of G4's native-against-HTTP probe (httpprobe.go); 0: none
-	selfNiceProbe int    // rounds of G4's probe of this process's niceness (httpprobe.go); 0: none
-	chNiceProbe   int    // rounds of G4's ClickHouse thread-niceness probe (chniceprobe.go); 0: none
-	mergeProbe    int    // rounds of G4's interleaved merges on/off probe; 0: none
-	writeLane     bool   // the ingester's -write-lane
-	growFor       time.Duration
-	growPers      int
-	maxCached     int
-	g6Load        int // PATCHes while ingesting, overriding the plan's
+	quick      bool
+	out        string
+	seed       uint64
+	soak       time.Duration
+	soakRate   int
+	rssCeiling int64
+	keep       bool
+	only       string // "": every phase; "g1": raw consume and ingest only; "g10": ingest and fill, then the analysis alone; "g5": then the reads and the list's growth; "g7": then the purge; "g9": the transformations alone
+	purgeRuns  int    // the purge repeated on fresh copies (the first is the target's row)
+	g5fSizes   string // comma-separated persons, overriding the plan's sizes for the list's growth
+	writeLane  bool   // the ingester's -write-lane
+	growFor    time.Duration
+	growPers   int
+	maxCached  int
+	g6Load     int // PATCHes while ingesting, overriding the plan's
 }
 
 func main() {
@@ -126,11 +121,6 @@ func main() {
 	fs.StringVar(&o.only, "only", "", "run one phase: g1 (raw consume and the ingest alone, no fill), g10, g5 (the reads, G4 and G5, and G5f), g7 (the purge), or g9 (ingest without a transformation, with a trivial one and with one dropping half, nothing else); for g10, g5 and g7 the persons are still ingested and filled first, and they combine (-only g10,g7: the purge over G10's events too, as in a full run)")
 	fs.IntVar(&o.purgeRuns, "purge-runs", 1, "G7: purge fresh copies of the tables this many times, raw and deleter back to back each time (the first pair is G7's row; all are logged and kept in the JSON)")
 	fs.StringVar(&o.g5fSizes, "g5f-sizes", "", "G5f's project sizes in persons, comma-separated (default 100000,1000000,5000000; quick 100000; \"none\" skips G5f)")
-	fs.IntVar(&o.niceProbe, "g4-nice-probe", 0, "after G4 while ingesting, this many rounds of GET person c=1 with the ingester child at niceness 0 and at its own (INGESTER_NICE, or 10) in turn, and its ingest rate in each (needs root to set 0 back; docs/performance.md, \"h/g4l\"); 0: none")
-	fs.IntVar(&o.httpProbe, "g4-http-probe", 0, "after G4 idle and again while ingesting, this many rounds of GET person's bare statement c=1 over the native protocol and over ClickHouse's HTTP interface in turn (docs/performance.md, \"after session 17\")")
-	fs.IntVar(&o.selfNiceProbe, "g4-self-nice-probe", 0, "after G4 while ingesting, this many rounds of GET person c=1 from the reader child with this process (embedded NATS, load generator) at niceness 0 and 10 in turn (needs root to set 0 back)")
-	fs.IntVar(&o.chNiceProbe, "g4-ch-nice-probe", 0, "after G4 while ingesting, this many rounds of GET person c=1 with ClickHouse's threads working for the ingester at niceness 0, at 10, and with its merge threads at 10 too (stands in for os_thread_priority, which 18.16 lacks; needs root)")
-	fs.IntVar(&o.mergeProbe, "g4-merge-probe", 0, "after G4 while ingesting, this many rounds of GET person c=1 with ClickHouse's merges started and stopped in turn (SYSTEM START/STOP MERGES), and the ingest rate in each (docs/performance.md, \"h/g4m\"); 0: none")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
@@ -217,7 +207,7 @@ func run(ctx context.Context, o options) error {
 	res.Machine.DataDir, res.Machine.DataFS = tmp, describeFS(tmp)
 	lg.f("data in %s: %s", tmp, res.Machine.DataFS)
 	if strings.HasSuffix(res.Machine.DataFS, "(no journal)") {
-		lg.f("warning: ext4 without a journal costs ClickHouse's parts much more CPU than a usual filesystem (docs/performance.md, h/fs); set TMPDIR to a directory elsewhere")
+		lg.f("warning: ext4 without a journal costs ClickHouse's parts much more CPU than a usual filesystem (docs/performance.md, \"Where the data lives\"); set TMPDIR to a directory elsewhere")
 	}
 	if ch.pid == 0 {
 		res.Notes = append(res.Notes, "ClickHouse server process not found: its CPU time is not measured")

@@ -82,7 +82,7 @@ func (s *session) reads(ctx context.Context) error {
 	}
 	s.res.Dataset.ReadSamplePerson = len(ids)
 	ops := s.readOps(ids)
-	// G4's GET person rows are measured by the reader child, apart from
+	// GET person's rows are measured by the reader child, apart from
 	// the load generator and NATS (readerchild.go); the store's row, a
 	// call into this process's store, stays here.
 	if s.reader, err = startReader(s, ids); err != nil {
@@ -105,7 +105,7 @@ func (s *session) reads(ctx context.Context) error {
 	s.settle(ctx)
 	s.lg.f("reads, idle")
 	stopProf := s.profileReads("idle")
-	// G4: GET person at three layers.
+	// GET person at three layers.
 	for _, c := range []struct {
 		conc int
 		b    budget
@@ -115,10 +115,6 @@ func (s *session) reads(ctx context.Context) error {
 			set = append(set, namedOp{name: nameGet + layerStore, op: ops.storeGet})
 		}
 		record(measureSet(ctx, "idle", c.conc, c.b, append(set, apiGet)...))
-	}
-	if s.o.httpProbe > 0 {
-		s.lg.f("http probe, idle")
-		s.httpProbe(ctx, &ops, ids, s.o.httpProbe)
 	}
 	if err := s.g5(ctx, ids, record); err != nil {
 		return fmt.Errorf("G5: %w", err)
@@ -152,22 +148,6 @@ func (s *session) reads(ctx context.Context) error {
 	// is kept to show what ingest does to it.
 	record(measureSet(ctx, "ingesting", 1, p.list1, namedOp{name: nameList + layerAPI, op: ops.apiList}))
 	stopProf()
-	if s.o.niceProbe > 0 {
-		s.niceProbe(ctx, &ops, s.o.niceProbe)
-	}
-	if s.o.httpProbe > 0 {
-		s.lg.f("http probe, while ingesting")
-		s.httpProbe(ctx, &ops, ids, s.o.httpProbe)
-	}
-	if s.o.selfNiceProbe > 0 {
-		s.selfNiceProbe(ctx, s.o.selfNiceProbe)
-	}
-	if s.o.chNiceProbe > 0 {
-		s.chNiceProbe(ctx, &ops, s.o.chNiceProbe)
-	}
-	if s.o.mergeProbe > 0 {
-		s.mergeProbe(ctx, &ops, s.o.mergeProbe)
-	}
 	pt, vis, pending, perr := s.api.patchVisible(ctx, patchIDs[len(patchIDs)/2:], p.patchLoad, "load")
 	pt.Load, vis.Load = "ingesting", "ingesting"
 	s.res.Project.PatchLoad = [2]Latency{pt, vis}
@@ -265,7 +245,7 @@ func (s *session) drain(ctx context.Context) error {
 	return s.watcher.Wait(ctx, info.State.LastSeq, 30*time.Minute)
 }
 
-// purge is G7: N persons of the main dataset are deleted with their
+// purge: N persons of the main dataset are deleted with their
 // events through the log ($delete_person with $delete_events, as the API
 // publishes it); once the ingester has queued the requests, the deleter and
 // the raw ALTER DELETE each purge a copy of the tables.

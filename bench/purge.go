@@ -13,7 +13,7 @@ import (
 	"github.com/personhub/personhub/pkg/deletion"
 )
 
-// Purge is G7: the events of N deleted persons purged by the deleter
+// Purge is the purge target: the events of N deleted persons purged by the deleter
 // (deletion.Runner.RunOnce) and, as the baseline, by one raw batched
 // ALTER TABLE events DELETE of the same persons' events, each on its own
 // copy of the same tables.
@@ -35,7 +35,7 @@ type Purge struct {
 // waitMerges waits until no merge has run for half a second (five polls
 // in a row), of the databases' tables (every table when none are given),
 // or until limit has passed: it returns the time waited and whether the
-// merges went quiet. A bulk insert (G10's rows, a copy's INSERT ...
+// merges went quiet. A bulk insert (the analysis rows, a copy's INSERT ...
 // SELECT) leaves parts that ClickHouse merges for seconds after, and
 // system.merges can be empty for a moment between two merges.
 func waitMerges(ctx context.Context, conn driver.Conn, limit time.Duration, dbs ...string) (time.Duration, bool, error) {
@@ -107,7 +107,7 @@ func waitMutations(ctx context.Context, conn driver.Conn, db string) error {
 }
 
 // countPersonEvents counts the persons' events up to upTo: the events a
-// deletion takes are those folded before it (request_seq). G10's rows,
+// deletion takes are those folded before it (request_seq). The analysis rows,
 // inserted straight into events with sequences far above the stream's
 // (g10SeqBase), are later than every request, so neither side deletes
 // them and they are not counted as left.

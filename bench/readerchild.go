@@ -22,15 +22,14 @@ import (
 )
 
 // readerChildCommand is the first argument that makes the bench binary
-// run G4's clients (GET person through the bare driver and through the
+// run GET person's clients (GET person through the bare driver and through the
 // HTTP API) in a process of their own, as a user's client runs: apart
 // from the load. In the bench process they shared a Go runtime with the
 // load generator and the embedded NATS server, and a heap holding the
 // whole dataset: while ingesting, the bench's collections took a quarter
 // of its CPU, and its busy goroutines and mark assists delayed the
-// clients' own goroutines, the bare driver's included (session 16). The
-// API left the bench process for the same reason in session 14
-// (apichild.go).
+// clients' own goroutines, the bare driver's included. The API left the
+// bench process for the same reason (apichild.go).
 const readerChildCommand = "reader-child"
 
 // remoteSamples is a measurement made by the reader child (samples, on

@@ -16,8 +16,8 @@ import (
 )
 
 // GET person's SQL, copied verbatim from pkg/chstore/persons.go
-// (getPerson) so the bare driver runs exactly what the store runs: G4's
-// baseline, and G5's (issue #12: a page of the list should cost about
+// (getPerson) so the bare driver runs exactly what the store runs: GET
+// person's baseline, and the list's (a page of the list should cost about
 // what reading a person by key costs). Keep in step with that file.
 const (
 	sqlPersonColumns = "id, uuid, properties, distinct_ids, created_at, is_identified"

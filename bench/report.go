@@ -40,7 +40,7 @@ type Dataset struct {
 	FillEvents       int     `json:"fill_events"`
 	PublishPerSecond float64 `json:"publish_async_per_second"`
 	ReadSamplePerson int     `json:"read_sample_persons"`
-	// PersonRowsModel estimates G3 for other person-flush intervals
+	// PersonRowsModel estimates the person rows ratio for other person-flush intervals
 	// (see personRowsModel).
 	PersonRowsModel map[string]float64 `json:"g3_person_rows_model"`
 	G10             *G10Dataset        `json:"g10,omitempty"`
@@ -51,7 +51,7 @@ type Baselines struct {
 	ConsumeAckEach   Rate `json:"jetstream_consume_ack_each"`
 	ConsumeAckAll500 Rate `json:"jetstream_consume_ackall_500"`
 	// ConsumeNoAck is the ingester's consumer policy (AckNone), reported
-	// beside G1's baseline, not used by it.
+	// beside the ingest's baseline, not used by it.
 	ConsumeNoAck Rate             `json:"jetstream_consume_no_ack"`
 	Insert       insertComparison `json:"events_insert"`
 	Reads        []Latency        `json:"reads_bare_driver"`
@@ -85,7 +85,7 @@ type Project struct {
 	G9Err            string     `json:"g9_error,omitempty"`
 }
 
-// Ingest is G1/G3's end-to-end run.
+// Ingest is the end-to-end ingest run (ingest rate, person rows).
 type Ingest struct {
 	Rate
 	IngesterCPUPerEventUS  float64 `json:"ingester_cpu_us_per_event"`
@@ -101,7 +101,7 @@ type Ingest struct {
 	PersonsLive            uint64  `json:"persons_live"`
 	// PersonsEver counts every person the ingest created (merged-away
 	// ones included): each needs at least one row, so PersonsEver /
-	// person-mutating events is G3's floor for this dataset.
+	// person-mutating events is the person rows ratio's floor for this dataset.
 	PersonsEver uint64 `json:"persons_created"`
 	// CPU used by processes other than the ingester, ClickHouse and the
 	// bench (other work on a shared machine) while the ingest ran.

@@ -39,7 +39,7 @@ type session struct {
 	api      *apiServer
 	apiStore *chstore.Store
 	rawStore *chstore.Store
-	// reader measures G4's GET person rows (readerchild.go).
+	// reader measures GET person's rows (readerchild.go).
 	reader   *readerChild
 	mainLast uint64 // last stream sequence of the main dataset
 }
@@ -100,8 +100,8 @@ func (s *session) run(ctx context.Context) error {
 		}
 	}
 	if s.o.only == "g1" {
-		// The ingester's own work alone, for profiling it (G1's ratio
-		// and CPU per event).
+		// The ingester's own work alone, for profiling it (the ingest
+		// ratio and CPU per event).
 		return s.ingestMain(ctx)
 	}
 	if all {
@@ -125,7 +125,7 @@ func (s *session) run(ctx context.Context) error {
 			s.lg.f("G5f failed: %v", err)
 		}
 	}
-	// G10 before the purge, which deletes persons its events belong to.
+	// The analysis before the purge, which deletes persons its events belong to.
 	if s.o.runs("g10") {
 		if err := s.g10(ctx); err != nil {
 			s.res.Project.G10Err = err.Error()
@@ -147,7 +147,7 @@ func (s *session) run(ctx context.Context) error {
 		s.res.Project.Soak = &sk
 		s.lg.f("soak: RSS %s MiB, growth %.1f%%", rssList(sk.RSSBytes), sk.GrowthPct)
 	}
-	// G9 last: its cases each start their own ingester, so the main one
+	// The transformations last: their cases each start their own ingester, so the main one
 	// stops first (two would share the consumer).
 	if err := s.ing.stop(); err != nil {
 		s.lg.f("ingester stop: %v", err)
@@ -233,8 +233,8 @@ func (s *session) rawConsumes(ctx context.Context) error {
 		return err
 	}
 	s.lg.f("raw consume, AckAll every 500th: %.0f msg/s", b.ConsumeAckAll500.PerSecond)
-	// The ingester's own policy since session 16: no G1 baseline (the
-	// goal is set against ack each), reported beside it.
+	// The ingester's own policy (AckNone): not the ingest's baseline
+	// (the target is set against ack each), reported beside it.
 	if b.ConsumeNoAck, err = rawConsume(ctx, s.n.js, "bench_raw_noack", s.p.events, 0, s.cfg.BatchSize); err != nil {
 		return err
 	}
@@ -282,7 +282,7 @@ func (s *session) livePersons(ctx context.Context) uint64 {
 	return s.count(ctx, "SELECT count() FROM persons FINAL WHERE project_id = ? AND is_deleted = 0", s.project)
 }
 
-// ingestMain is G1 and G3: the ingester child folds the pre-published
+// ingestMain is the ingest and person rows run: the ingester child folds the pre-published
 // dataset; the clock runs from its first delivery to the watermark of the
 // last event's commit.
 func (s *session) ingestMain(ctx context.Context) error {
@@ -311,7 +311,7 @@ func (s *session) ingestMain(ctx context.Context) error {
 	other := (systemBusy() - busy0).Seconds() - cpu[0] - cpu[1] - cpu[2]
 	stopSelf()
 	_ = s.ing.stopCPUProfile()
-	// The heap profile's alloc_space is G1's allocation: the child has
+	// The heap profile's alloc_space is the ingest's allocation: the child has
 	// done nothing else.
 	_ = s.ing.heapProfile(s.profile("ingester-g1.heap.pprof"))
 	in := &s.res.Project.Ingest

@@ -36,8 +36,8 @@ func TestSIGKILLMidStream(t *testing.T) {
 		"INGESTER_CONSUMER=killed",
 		"INGESTER_BATCH_SIZE=150",
 		"INGESTER_BATCH_WAIT=5ms",
-		// Growth of at most 2.5 s, as before session 16 (half the ack
-		// wait of 5 s then set here, which capped it).
+		// Growth of at most 2.5 s: what the ack wait of 5 s once set
+		// here capped it to (half of it), kept as the test's size.
 		"INGESTER_GROW_FOR=2500ms",
 		// A killed ingester holds its lease until it expires (lease.go).
 		"INGESTER_LEASE_TTL=2s",

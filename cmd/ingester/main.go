@@ -46,7 +46,7 @@ type runOptions struct {
 	memoryLimitMiB int
 	nice           int
 	// ackWait is read and ignored: the consumer acknowledges nothing
-	// since session 16. Kept so command lines that set it still start.
+	// (AckNone). Kept so command lines that set it still start.
 	ackWait time.Duration
 }
 

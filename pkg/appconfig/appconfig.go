@@ -249,7 +249,7 @@ func SplitList(s string) []string {
 
 // IngesterMemoryLimitMiB is the ingester's default Go soft memory limit:
 // 7/8 of the 1 GiB its RSS is held to at 1M persons with the default
-// cache (G8, docs/operations.md "Ingester memory"). With GOGC=200 the
+// cache (docs/operations.md, "Ingester memory"). With GOGC=200 the
 // heap grows to the limit whatever the live heap (218 MB there), and the
 // limit is soft: RSS went 22 MiB past 1024 and 40 MiB past 896 at the
 // fill's peaks (what is allocated while a collection runs), so the limit

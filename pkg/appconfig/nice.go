@@ -12,8 +12,8 @@ import (
 // "CPU priority"). On a host it shares with ClickHouse and the API, the
 // ingester runs flat out whenever a backlog waits; at nice 0 it takes its
 // share of the cores from the ClickHouse threads answering a user's GET
-// person (G4 while ingesting). The value is the measured one
-// (docs/performance.md, "h/g4l").
+// person while ingesting. The value is the measured one
+// (docs/performance-history.md, "the ingester's CPU priority").
 const IngesterNice = 10
 
 // MaxNice is the largest niceness Linux accepts (the lowest CPU priority).

@@ -10,7 +10,7 @@ import (
 // the publisher's pool and given back once JetStream acknowledged them
 // all: a buffer per envelope was two fifths of the bytes a /batch/
 // request allocated, and the garbage collector's work follows the bytes
-// (docs/performance.md, "h/cap").
+// (docs/performance-history.md, "a request's buffers recycled").
 
 // envelopeExtra is the room an envelope needs beyond the event's own
 // text: the uuid, timestamp and keys capture writes.

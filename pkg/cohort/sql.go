@@ -29,7 +29,7 @@ func readCtx(ctx context.Context) context.Context {
 // ids its person owns (distinct_ids, written with every change of them),
 // so the ids found need only be in the row's list, with no lookup of
 // person_distinct_ids (a FINAL read per cohort, most of the statement's
-// time: docs/performance.md, G10 h/g10w). The list is the row's newest,
+// time: docs/performance-history.md, "under steady writes"). The list is the row's newest,
 // so an id that left the person since the caller read its ids is no
 // longer the person's.
 func (r *resolver) ownerOf(sub string, args ...any) propfilter.Clause {

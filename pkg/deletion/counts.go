@@ -107,7 +107,7 @@ func (c counts) drift(person uint64) bool {
 // external table, not spliced into the statement: for 10,000 persons the
 // spliced lists (seven of them, ~560 KB of SQL) cost 18.16 more to parse
 // than the scans themselves (BenchmarkCountBatch: 207 against 56 ms over
-// 1.86M events, the G7 count run twice a batch).
+// 1.86M events, the bench's purge count run twice a batch).
 //
 // after is nil for the first count. For the count after the mutations it
 // is the batch's span, in which inSpan counts; that count reads no hourly

@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkCountBatch times a run's count of 10,000 persons over 1.86M
-// events (G7's sizes): the statement a batch runs before and after its
+// events (the bench's purge sizes): the statement a batch runs before and after its
 // mutation.
 //
 //	go test -run '^$' -bench CountBatch -benchtime 10x ./pkg/deletion/

@@ -15,7 +15,7 @@ var errMutationTimeout = errors.New("mutation did not finish in time")
 // pollMin and pollMax: a mutation is seen done at most ~1% (or pollMin)
 // after it ends, and a long one costs a few polls a second at most (a
 // cheap read of a system table). A fixed 50-200 ms back-off lost up to
-// 200 ms of a run of a few seconds (docs/performance.md, G7).
+// 200 ms of a run of a few seconds (docs/performance.md, the purge figure).
 const (
 	pollMin = 10 * time.Millisecond
 	pollMax = time.Second
@@ -118,7 +118,7 @@ func (r *Runner) waitMutations(ctx context.Context, before map[string]bool) erro
 }
 
 // logDone logs at debug level each mutation of was that is not in now:
-// which table's rewrite a batch's wait was for (docs/performance.md, G7).
+// which table's rewrite a batch's wait was for (docs/performance.md, the purge figure).
 func (r *Runner) logDone(was, now []string, start time.Time) {
 	for _, id := range was {
 		if !slices.Contains(now, id) {

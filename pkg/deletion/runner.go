@@ -389,7 +389,7 @@ func (r *Runner) issue(ctx context.Context, targets []Request, clean map[uint64]
 
 // laps returns a function that logs, at debug level, the time since its
 // previous call (or since laps) under a step's name: where a run's time
-// goes beside the mutation itself (docs/performance.md, G7).
+// goes beside the mutation itself (docs/performance.md, the purge figure).
 func laps(log *slog.Logger) func(step string) {
 	last := time.Now()
 	return func(step string) {
@@ -458,7 +458,7 @@ func (r *Runner) setPending(ctx context.Context, reqs []Request) {
 // keeps. For them `seq <= max` is their own bound already: the run read
 // the ingester's commit before counting and took only requests at or
 // below it, every row at or below that commit was written before the
-// count, and a row written since has a sequence above it (G7: the transform, evaluated for every row the
+// count, and a row written since has a sequence above it (in the bench's purge: the transform, evaluated for every row the
 // mutation reads, cost ~15% of the mutations' wait).
 func eventsWhere(b []Request, clean map[uint64]bool) (string, []any) {
 	var ids, seqs []uint64

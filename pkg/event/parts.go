@@ -20,7 +20,7 @@ type Parts struct {
 
 // FromParts is Parse(p.Envelope()) without writing the envelope and
 // reading it back, which was a sixth of a transformed event's cost in the
-// ingester (docs/performance.md, G9): the same validation (build), the
+// ingester (the transformations figure, docs/performance.md): the same validation (build), the
 // same Event, the same errors' kind. FuzzFromParts holds it to Parse. The
 // Event keeps p's JSON slices: the caller must not change them.
 func FromParts(p Parts) (Event, error) {

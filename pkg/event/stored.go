@@ -15,7 +15,7 @@ import (
 // For most events that is PropertiesRaw as it is (JavaScript and Go write
 // canonical JSON), and the string shares its bytes instead of copying
 // them: a copy of every event's properties was 4% of the ingester's CPU
-// (G1, docs/performance.md), and the events insert copies them once more
+// (the ingest figure, docs/performance.md), and the events insert copies them once more
 // anyway. Parse's buffer is written only while it is built, and
 // Canonical's output is new, so the string stays immutable.
 func (e *Event) StoredProperties() string {

@@ -96,7 +96,7 @@ func BenchmarkFoldBatch(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*batch), "ns/event")
 	// The process's CPU (GC included) is steadier than the wall clock on a
-	// shared machine, and is what make bench's G1 counts.
+	// shared machine, and is what make bench's ingest figure counts.
 	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(n*batch), "cpu-ns/event")
 }
 

@@ -83,7 +83,7 @@ func TestCachedPersonsKeepStoredForm(t *testing.T) {
 
 // cachedBytes is the heap a Folder holding n fill persons (each with one
 // distinct id) takes, per person: with the properties as the cache keeps
-// them, and with every map decoded instead (as the cache kept them before G8).
+// them, and with every map decoded instead (as the cache once kept them).
 func cachedBytes(t testing.TB, n int) (stored, decoded float64) {
 	heap := func() uint64 {
 		var m runtime.MemStats

@@ -335,7 +335,8 @@ func (f *Folder) Flush() Batch {
 	var b Batch
 	f.compact()
 	// Sized once: appending grew them by doubling (~1% of the ingester's
-	// CPU at G1, docs/performance.md "h/g1d"). Left nil when nothing
+	// CPU in the bench's ingest, docs/performance-history.md,
+	// its capture profile of 2026-11-24 08:29). Left nil when nothing
 	// changed, as before.
 	if len(f.changedPersons) > 0 {
 		b.Persons = make([]PersonRow, 0, len(f.changedPersons))

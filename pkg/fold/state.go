@@ -118,7 +118,7 @@ type didKey struct {
 // Its properties are kept in their stored form between batches: a
 // string is one pointer to a block without pointers, where a decoded map
 // is a tree of them that every GC cycle marks, and the cache holds
-// hundreds of thousands of persons (docs/performance.md, G8). Exactly one
+// hundreds of thousands of persons (the ingester memory figure, docs/performance.md). Exactly one
 // form is current: row.Properties when not nil (decoded by Folder.props
 // for an event that reads them, or made by this batch), else
 // row.PropertiesJSON. Flush encodes the changed ones and drops every

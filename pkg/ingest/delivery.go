@@ -98,8 +98,8 @@ func (i *Ingester) consumer(ctx context.Context) (jetstream.Consumer, error) {
 		// after a lost delivery (collect). With acknowledgements the
 		// server kept every message in flight in a pending set, wrote
 		// that set out on every flush and could redeliver: 25-30% of
-		// the NATS server's CPU in G1 (docs/performance.md, session
-		// 16), for redeliveries the ingester drops as copies. The
+		// the NATS server's CPU in the bench's ingest
+		// (docs/performance-history.md), for redeliveries the ingester drops as copies. The
 		// client's pull buffer (PullMaxMessages) bounds what is in
 		// flight beyond the batch in hand.
 		AckPolicy: jetstream.AckNonePolicy,
@@ -232,7 +232,7 @@ type ackInfo struct {
 // <stream seq>.<consumer seq>.<time>.<pending>`, 9 tokens, or 11 and more
 // with a domain and an account hash after `$JS.ACK.`), without
 // allocating: Metadata allocated its result and was a twentieth of the
-// ingester's pull (G1, docs/performance.md). ok is false for anything
+// ingester's pull (docs/performance-history.md). ok is false for anything
 // else; the caller then asks Metadata, for its error. FuzzAckMeta holds
 // the two to the same numbers.
 func ackMeta(reply string) (m ackInfo, ok bool) {

@@ -71,7 +71,7 @@ func (s *markerStore) ranges() [][2]uint64 {
 	return slices.Clone(s.batches)
 }
 
-// TestCaughtUpBatchIsFlushedAtOnce (G6): a batch closes when the stream
+// TestCaughtUpBatchIsFlushedAtOnce: a batch closes when the stream
 // has nothing more for the consumer, not when BatchWait runs out. An API
 // write reaching an idle ingester is folded at once, and a backlog still
 // goes in one batch. BatchWait is an hour here, so every commit below

@@ -16,7 +16,7 @@ import (
 // Batches that grow with the backlog (docs/architecture.md, "Batches that
 // grow with the backlog"). A person is written once per batch that changes
 // it, so with BatchSize batches a person touched over the whole stream is
-// written about once per touch (G3). While the consumer reports messages
+// written about once per touch. While the consumer reports messages
 // behind the batch, a full batch does not end: it is folded in chunks of
 // BatchSize, each chunk's events rows are written as it is folded (events
 // rows may precede their commit marker: that is the crash protocol's stage
@@ -25,7 +25,7 @@ import (
 // end: at the stream's tail, after GrowFor, at GrowPersons dirty persons
 // (dirtyBound) or MaxCachedPersons cached ones (memory, and the length of
 // the commit), or at a write lane command, which cuts the chunk's fold
-// where it arrives (G6).
+// where it arrives, so an API write does not wait for the whole batch.
 //
 // The messages of a folded chunk are not kept (a million of them would
 // not fit the memory bound), so a failure inside a grown batch is not
@@ -183,7 +183,7 @@ func (a *ahead) wait() error {
 
 // writeAhead starts writing a grown batch's events rows folded so far,
 // before its commit marker, and takes them out of c. The write runs
-// beside the next chunk's collection and fold (G1: the fold waited for
+// beside the next chunk's collection and fold (before, the fold waited for
 // ClickHouse's insert of the views before, the cores half idle).
 func (i *Ingester) writeAhead(ctx context.Context, c *chunk) *ahead {
 	events := c.events

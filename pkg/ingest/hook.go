@@ -26,7 +26,7 @@ type Hook interface {
 // batch's inputs unchanged and remember nothing of them (no chain in force
 // for any of them, none of its commands among them): the ingester then
 // skips Transform and its copies of the batch (three copies of 20,000
-// inputs of ~250 bytes were an eighth of the ingester's allocation in G1).
+// inputs of ~250 bytes were an eighth of the ingester's allocation in the bench's ingest).
 type PassingHook interface {
 	Hook
 	Passes(in []fold.Input) bool

@@ -73,19 +73,19 @@ type Config struct {
 	MaxPersonBytes int
 	// WriteLane folds API commands ahead of the capture backlog, in the
 	// order its records in the log say (lane.go). On by default: it is
-	// what keeps an API write visible within 1 s under load (G6). Off,
+	// what keeps an API write visible within 1 s under load (docs/performance.md). Off,
 	// the records already in the log are still followed.
 	WriteLane bool
 	// GrowFor is the longest a batch grows beyond BatchSize while the
 	// stream holds more behind it (grow.go): its persons are written
-	// once at its end (G3). 0: batches end at BatchSize. On by default
+	// once at its end, not once per BatchSize messages that touch them. 0: batches end at BatchSize. On by default
 	// (30 s): an API write in the
 	// write lane cuts a grown batch and waits only for its own persons'
 	// rows (the lead, chstore.BatchMarker.Lead), not for the batch's.
 	GrowFor time.Duration
 	// GrowPersons ends a grown batch once it has this many changed
 	// persons: they are held in memory with their properties decoded
-	// (G8: the bench's fill, new persons of four properties, peaked at
+	// (the bench's fill, new persons of four properties, peaked at
 	// 948 MiB with 200,000 of them beside a cache of 500,000). 0: no
 	// bound but GrowFor and MaxCachedPersons.
 	GrowPersons int
@@ -212,7 +212,7 @@ type Ingester struct {
 	slab []pending
 	// inputs is foldUpTo's buffer of the batch's inputs, kept between
 	// batches (20,000 inputs of ~250 bytes: 5% of the ingester's
-	// allocation in G1 when made for each). Nothing keeps it past
+	// allocation in the bench's ingest when made for each). Nothing keeps it past
 	// foldUpTo: the fold takes inputs by value, the chunk keeps events
 	// rows, and the hook and the lane return slices of their own.
 	inputs []fold.Input

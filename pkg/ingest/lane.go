@@ -392,8 +392,8 @@ const laneCutEvery = 256
 // inputs[k] for a command the lane may take: the part folded is committed
 // with the command at its end, and the rest goes on with the next batch.
 // Without it a command that arrives as a full batch starts folding waits
-// for the whole fold and the whole write (G6's tail under load: about one
-// batch's cycle). Only between two messages (a recorded command's input
+// for the whole fold and the whole write (the PATCH-to-visible tail under
+// load: about one batch's cycle). Only between two messages (a recorded command's input
 // has its after's sequence), and only where takeLane takes commands and
 // where committing is allowed (not inside a crashed batch's range).
 //

@@ -126,7 +126,7 @@ func TestWriteLaneTakesABurstWithFewLookups(t *testing.T) {
 // already (queued until the main consumer passes them), so after the
 // first batch each took one new command and ended one message later:
 // 1,001 batches here, 10,000 API deletions in ~10 minutes at 1M persons
-// (G7's queueing). The result equals a rebuild with the lane off.
+// (the purge's queueing). The result equals a rebuild with the lane off.
 func TestWriteLaneTakesAnIdleBurstInFewBatches(t *testing.T) {
 	n := testenv.StartNATS(t, "")
 	store := testenv.ClickHouse(t)

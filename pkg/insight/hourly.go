@@ -8,7 +8,7 @@ import (
 // Counts kept per hour (docs/analysis.md, "Counts kept per hour";
 // schema 0014). Trends and retention group every active person of the
 // range, and over raw events that grouping is several bare scans
-// (docs/performance.md, G10). events_hourly holds, per (event, UTC hour,
+// (docs/performance.md, the analysis figures). events_hourly holds, per (event, UTC hour,
 // distinct id, person as stored), the number of events: the routes read
 // it instead of events when nothing but the event name and the range
 // selects the events, and the range's edges are whole UTC hours.
@@ -41,7 +41,8 @@ func (h hourly) pid() string {
 // of events_hourly (and o_pid) are there to select and group on directly.
 // One level, no subquery around it: ClickHouse 18.16 runs the IN
 // subqueries of a PREWHERE once more for each SELECT around it (a
-// retention statement spent 40% more; docs/performance.md, h/g10h).
+// retention statement spent 40% more; docs/performance-history.md, "from
+// counts kept per hour").
 func (h hourly) sql() cond {
 	q, args := "FROM events_hourly", []any{}
 	if !h.stored {

@@ -7,8 +7,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 )
 
-// Pages in person order from the persons up to an id (G10,
-// docs/performance.md).
+// Pages in person order from the persons up to an id (the analysis
+// figures, docs/performance.md).
 //
 // Stickiness, the funnel's fast path and path without a key answer the
 // persons that qualify, by person id. Grouping every event of the range
@@ -31,7 +31,7 @@ import (
 
 const (
 	// prefixPersonsPerActor: persons of the project (below X) per actor
-	// wanted. Generous: rows below X cost little (G10: a funnel's third
+	// wanted. Generous: rows below X cost little (in the bench: a funnel's third
 	// step holds 1 person in 27; 128 x 101 persons are 1.3% of 1M).
 	prefixPersonsPerActor = 128
 	// prefixGrowth multiplies the persons below X after a short answer.

@@ -107,21 +107,21 @@ type scan struct {
 	// the events are then cut by name (and range) in a PREWHERE, so
 	// ClickHouse uses the sort key's event column and reads the wide
 	// properties and distinct_id columns, and joins, only for those rows
-	// (docs/performance.md, G10). nil: any event.
+	// (docs/performance.md, the analysis figures). nil: any event.
 	names []string
 	// upTo, when above 0, keeps only the persons of ids up to it, cut
 	// in the PREWHERE (prefix.go).
 	upTo uint64
 	// among, when set, is a statement of one column of person ids: the
 	// scan keeps every row of those persons, cut in the PREWHERE as upTo
-	// is (retention's cohort, docs/performance.md, G10). It also keeps
+	// is (retention's cohort, docs/performance.md). It also keeps
 	// the rows an override took from them to other persons: the caller's
 	// own condition on the group drops those persons (a filter on pid
 	// would run the statement once more).
 	among cond
 	// stored: every row's stored person is its current, live one
 	// (storedIsCurrent), so the scan leaves out the overrides: no join,
-	// no probe of their distinct ids (docs/performance.md, h/g10q).
+	// no probe of their distinct ids (docs/performance-history.md, "without the override join").
 	stored bool
 }
 
@@ -466,7 +466,8 @@ func withSettings(ctx context.Context, s clickhouse.Settings) context.Context {
 // persons): two-level hash tables from the first row, where ClickHouse
 // starts with one table and converts it at 100,000 keys. Smaller tables
 // per bucket stay in cache and merge bucket by bucket: 15-20% less CPU
-// for trends at 626k persons (docs/performance.md, h/g10d).
+// for trends at 626k persons (docs/performance-history.md, "when no override
+// applies").
 var manyGroups = clickhouse.Settings{"group_by_two_level_threshold": 1}
 
 func (st *Store) actors(ctx context.Context, sql string, args []any, withValue bool) ([]Actor, error) {

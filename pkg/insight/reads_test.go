@@ -14,7 +14,7 @@ import (
 	"github.com/personhub/personhub/pkg/testenv"
 )
 
-// The tests here count the rows the routes read (G10, docs/performance.md)
+// The tests here count the rows the routes read (the analysis figures, docs/performance.md)
 // over 40 days of events whose answers are known by construction.
 
 // TestScanReadsTheRangeDays: a scan states its range on the sort key's

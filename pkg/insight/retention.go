@@ -171,7 +171,7 @@ func (st *Store) Retention(ctx context.Context, project uint64, f *Filter, q url
 	// be in its cohort (first time too: their first one must be there):
 	// that interval's events, read by the sort key's date, select them,
 	// and the scan reads the other columns of their rows alone, before
-	// the join and the per-person arrays (docs/performance.md, G10). The
+	// the join and the per-person arrays (docs/performance.md, the analysis figures). The
 	// scan also keeps rows an override gave to persons outside that set;
 	// member drops them, as such a person has no target event in the
 	// selected interval.
@@ -217,7 +217,7 @@ type retentionRows struct {
 func (st *Store) retentionActors(ctx context.Context, rows retentionRows, r *retention, page Page) ([]Actor, error) {
 	lim, largs := page.sql()
 	// The intervals a person came back in: up to 64, the bits of one
-	// number (no hash set per person, docs/performance.md, G10).
+	// number (no hash set per person, docs/performance.md).
 	back := rows.isReturn.sql + " AND " + rows.idx.sql + " > ?"
 	rets, count := "groupUniqArrayIf("+rows.idx.sql+", "+back+")", "length(ret)"
 	if r.total <= 64 {

@@ -101,7 +101,7 @@ func (st *Store) Stickiness(ctx context.Context, project uint64, f *Filter, q ur
 	s.extra = append(s.extra, cond{b.sql + " AS bucket", b.args})
 	// uniqUpTo(n) counts exactly up to n (n+1 beyond) in a small array
 	// per person instead of a hash set: same persons, less time
-	// (docs/performance.md, G10). Its parameter is at most 100.
+	// (docs/performance.md, the analysis figures). Its parameter is at most 100.
 	distinct := cond{"uniqExact(bucket) = ?", []any{n}}
 	if n <= maxUniqUpTo {
 		distinct = cond{"uniqUpTo(?)(bucket) = ?", []any{n, n}}
@@ -186,7 +186,7 @@ func lifecycleSQL(s scan, project uint64, f *Filter, target time.Time, typ strin
 	// new and resurrecting read created_at (returning persons were active
 	// before, so are never new), and then as the set of the persons
 	// created in that one interval, not a join with every person of the
-	// project (docs/performance.md, G10).
+	// project (docs/performance.md, the analysis figures).
 	c := bucket(f.Interval, "created_at", f.Loc)
 	created := cond{"pid IN (SELECT id FROM persons FINAL WHERE project_id = ? AND is_deleted = 0 AND " + c.sql + " = " + cur.sql + ")",
 		append(append([]any{project}, c.args...), cur.args...)}

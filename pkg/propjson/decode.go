@@ -14,7 +14,7 @@ import (
 //
 // The one-pass scanner of package event decodes it (about three times
 // faster than encoding/json's Decoder, which was the fold's share of
-// decoding in G1: docs/performance.md); whatever the scanner refuses goes
+// decoding in the bench's ingest: docs/performance-history.md); whatever the scanner refuses goes
 // to the Decoder, so errors are the Decoder's own. FuzzDecode holds the
 // two to the same result on every input.
 func Decode(s string) (map[string]any, error) {

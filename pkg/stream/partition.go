@@ -109,7 +109,8 @@ func ConsumerName(base string, partition, n int) string {
 // The server reads the messages of a consumer with one filter subject (or
 // none) in sequence, skipping blocks without a match; given several, it
 // intersects its subject tree with them for every message (22% of the
-// NATS server's CPU in G1 with two, docs/performance.md, session 16). So
+// NATS server's CPU in the bench's ingest with two,
+// docs/performance-history.md). So
 // unpartitioned it is nil, the whole stream (which holds EventsSubjects
 // only), and a partition's subjects of both kinds are one filter,
 // *.<k>.*; the four filters of the legacy form are for a consumer that

@@ -6,7 +6,7 @@ import (
 )
 
 // BenchmarkTrivial is the per-event cost of one enabled transformation
-// that adds a property (issue 14's G9 plugin), for the ingest budget.
+// that adds a property (the bench's trivial transformation), for the ingest budget.
 func BenchmarkTrivial(b *testing.B) {
 	r := New(Limits{}, nil, nil)
 	chain := []Step{{ConfigID: 1, Filename: "index.js", Source: `exports.processEvent = (e) => { e.properties.added = 1; return e }`}}

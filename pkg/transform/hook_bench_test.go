@@ -13,10 +13,10 @@ import (
 
 // BenchmarkHook is the ingester hook's cost per event: with no chain (the
 // price every event pays), with one trivial step (adds a property), and
-// with a step that drops half the events (G9, docs/performance.md).
+// with a step that drops half the events (as the bench's transformations phase does, docs/performance.md).
 func BenchmarkHook(b *testing.B) { benchmarkHook(b, false) }
 
-// BenchmarkHookWide is BenchmarkHook on events shaped as G9's (ten
+// BenchmarkHookWide is BenchmarkHook on events shaped as the bench's (ten
 // properties, as bench/dataset.go writes them).
 func BenchmarkHookWide(b *testing.B) { benchmarkHook(b, true) }
 
@@ -48,7 +48,7 @@ func benchmarkHook(b *testing.B, wide bool) {
 			for i := range batch {
 				props := fmt.Sprintf(`{"i":%d,"$current_url":"https://example.com/a/b?c=d","$browser":"Firefox","$os":"Linux","plan":"pro"}`, i)
 				if wide {
-					// bench/dataset.go's commonProps: G9's events.
+					// bench/dataset.go's commonProps: the bench's events.
 					props = fmt.Sprintf(`{"$current_url":"https://app.example.com/pricing/%d?utm_source=newsletter&utm_campaign=c%d","$referrer":"https://www.search.example.org/?q=term%d","$browser":"Firefox","$os":"Linux","$screen_width":%d,"$lib":"web","$lib_version":"1.%d.0","$session_id":"%016x","$pathname":"/pricing","i":%d}`,
 						i*7919%100000, i%50, i*31%10000, 1024+i%1024, i%100, i*2654435761, i)
 				}

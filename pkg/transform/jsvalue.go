@@ -13,7 +13,7 @@ import (
 // The event crosses into and out of the plugin's runtime without JSON
 // text. JSON.parse of the event, JSON.stringify of the result and Go's two
 // decodings of that text were two thirds of a trivial step's cost
-// (docs/performance.md, G9). Both directions give exactly what the text
+// (the transformations figure, docs/performance.md). Both directions give exactly what the text
 // round trip gave, which stays the reference the tests compare against
 // (jsvalue_test.go).
 

@@ -22,7 +22,7 @@ import (
 // set, deleted or could have changed (an object or array it read)
 // written anew. Decoding every property into a Go map, building every
 // one as a JavaScript value and reading every one back was most of a
-// trivial step's cost (docs/performance.md, G9). To the plugin it is the
+// trivial step's cost (the transformations figure, docs/performance.md). To the plugin it is the
 // plain object jsEvent builds (TestLazyPropsArePlain): keys in the same
 // order, the same values, the same prototype. What a dynamic object
 // cannot be (frozen, sealed, an accessor or non-writable property, a

@@ -92,8 +92,8 @@ func newSystem(t *testing.T) *system {
 		"CLICKHOUSE_DATABASE=fault",
 		"INGESTER_BATCH_SIZE=150",
 		"INGESTER_BATCH_WAIT=5ms",
-		// Grown batches of at most 2.5 s, as before session 16 (half
-		// the ack wait of 5 s then set here, which capped growth).
+		// Grown batches of at most 2.5 s: what the ack wait of 5 s once
+		// set here capped growth to (half of it), kept as the test's size.
 		"INGESTER_GROW_FOR=2500ms",
 		// Grown batches of a few chunks: growth is on by default, and
 		// the workload must take several commits for a fault to land

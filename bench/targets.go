@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// goals turns the measurements into the G1..G8 lines of
-// shared/performance.md: each a ratio against a baseline of the same run
+// goals turns the measurements into the targets table of
+// docs/performance.md: each a ratio against a baseline of the same run
 // (or an absolute bound where the target is one).
 func goals(r *Result, o options, p plan) []Goal {
 	var out []Goal

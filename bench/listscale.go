@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// G5fPoint is the list's cost at one project size (G5f).
+// G5fPoint is the list's cost at one project size.
 type G5fPoint struct {
 	Persons  uint64  `json:"persons"`
 	Get      Latency `json:"get_person_bare"`

@@ -9,13 +9,13 @@ import (
 	"time"
 )
 
-// G10: the analysis actor routes over a 30-day window of events (full:
+// The analysis phase: the actor routes over a 30-day window of events (full:
 // 5M events over the 1M persons; quick: 250k over 50k), each against a
 // bare count of the same window's events of the same event names, and
 // values/ and persons/cohorts/ against a bare GET person, all measured
 // in the phase itself so `-only g10` needs no other phase.
 
-// The window holds only G10's events: the main dataset starts on
+// The window holds only this phase's events: the main dataset starts on
 // 2026-04-01 (generator.base).
 var g10From = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 
@@ -29,7 +29,7 @@ const (
 
 func g10To() time.Time { return g10From.AddDate(0, 0, g10Days) }
 
-// G10Dataset describes the events generated for G10.
+// G10Dataset describes the events generated for the analysis phase.
 type G10Dataset struct {
 	Events        int               `json:"events"`
 	Sessions      int               `json:"sessions"`
@@ -44,8 +44,8 @@ type G10Dataset struct {
 	Returned map[string]int `json:"persons_returned"`
 }
 
-// g10Insert fills the window straight into ClickHouse (G10 measures
-// reads; the ingester's path is G1's): sessions of five events a minute
+// g10Insert fills the window straight into ClickHouse (this phase
+// measures reads; the ingest phase measures the ingester's path): sessions of five events a minute
 // and a half apart, each session of one distinct id of a live person of
 // the main dataset (user_, anon_ and fill_ ids, so the set is the same
 // whatever ran before), chosen by hash. Every value is a hash of the

@@ -10,7 +10,7 @@ import (
 // distinct id created or changed in the window (a merge also writes its
 // source). Person identity is approximated by distinct id; the model is
 // checked against the ingester's metric at its own batch size. It shows
-// how G3 depends on how often persons are flushed.
+// how the person rows target depends on how often persons are flushed.
 func personRowsModel(events []genEvent, windows []int) map[string]float64 {
 	out := map[string]float64{}
 	mutating := 0

@@ -52,7 +52,7 @@ func (s *session) valuesRecount(ctx context.Context, raw driver.Conn) (func(ctx 
 	}, nil
 }
 
-// g10WriteRate is the steady write load of G10's "under writes" rows:
+// g10WriteRate is the steady write load of the analysis phase's "under writes" rows:
 // captured $set events (a new plan for one of 1000 existing persons, the
 // API's PATCH as the ingester sees it) per second.
 const g10WriteRate = 50

@@ -11,7 +11,7 @@ import (
 	"github.com/personhub/personhub/pkg/propfilter"
 )
 
-// G5 (issue #12) measures the persons list against what a list that reads
+// The list reads measure the persons list against what a list that reads
 // a page, not the project, would cost: GET person by the bare driver (a few
 // hundred rows read by key), and for a property filter a bare scan of the
 // columns the filter reads. Both baselines run in the same set as the
@@ -23,13 +23,13 @@ const (
 	nameListSearchID   = "list search= (exact distinct id)"
 	nameListOffset     = "list offset "
 	nameScan           = "property filter scan, no FINAL"
-	// nameGetG5 is the bare GET person run inside G5's sets, the
-	// baseline of their ratios (G4's own set runs before, at other
-	// budgets).
+	// nameGetG5 is the bare GET person run inside the list's sets, the
+	// baseline of their ratios (GET person's own set runs before, at
+	// other budgets).
 	nameGetG5 = "GET person (G5 set)"
 )
 
-// deepOffsets are G5e's offsets; one deeper than the project is skipped.
+// deepOffsets are the deep pages' offsets; one deeper than the project is skipped.
 var deepOffsets = []int{10_000, 100_000}
 
 // probe is a live person's distinct id and email, for the indexed filters.
@@ -59,7 +59,7 @@ func (s *session) sampleProbes(ctx context.Context, project uint64, n int) ([]pr
 	return out, rows.Err()
 }
 
-// rawScanFilter is G5d's baseline: the columns the filter reads, scanned
+// rawScanFilter is the property filter's baseline: the columns the filter reads, scanned
 // without FINAL, default settings.
 func rawScanFilter(ctx context.Context, conn driver.Conn, project uint64, f propfilter.Clause) error {
 	var n uint64
@@ -99,7 +99,7 @@ func (s *session) g5Ops(project uint64, ids []uint64) (g5Ops, error) {
 	}, nil
 }
 
-// g5 measures G5a..G5e on the main project, idle: every list route at
+// g5 measures the list's rows on the main project, idle: every list route at
 // c=1 in one interleaved set with the bare GET person and the bare scan,
 // then the unfiltered first page at c=16 with the bare GET person.
 func (s *session) g5(ctx context.Context, ids []uint64, record func([]Latency)) error {
@@ -136,8 +136,8 @@ func (s *session) g5(ctx context.Context, ids []uint64, record func([]Latency)) 
 	return nil
 }
 
-// g5Goals are issue #12's rows: each a ratio against a baseline measured
-// in the same set (the bare GET person at c=1; for G5d the bare scan).
+// g5Goals are the persons list's rows: each a ratio against a baseline measured
+// in the same set (the bare GET person at c=1; for the property filter the bare scan).
 func g5Goals(r *Result, latGoal func(id, what, target string, limit float64, l, base Latency) Goal) []Goal {
 	api := func(name string, conc int) Latency { return findLat(r.Project.Reads, name+layerAPI, "idle", conc) }
 	get := findLat(r.Baseline.Reads, nameGetG5+layerRaw, "idle", 1)

@@ -10,7 +10,7 @@ import (
 	"github.com/personhub/personhub/pkg/transform"
 )
 
-// G9 (issue 14): the same events ingested end to end three times, each
+// The transformations phase: the same events ingested end to end three times, each
 // into its own project: without a chain, with one trivial enabled
 // transformation (adds a property), and with one that drops half the
 // events. Each case is a backlog the ingester child (which runs the
@@ -125,7 +125,7 @@ func (s *session) g9Case(ctx context.Context, name string, project uint64, event
 	return c, nil
 }
 
-// g9Goal is G9's line: the trivial case's rate against the case without
+// g9Goal is the transformations' line: the trivial case's rate against the case without
 // a chain, and a dropped event's CPU against a stored one's.
 func g9Goal(r *G9Result) Goal {
 	const what, target = "ingest with one trivial transformation vs none; dropped vs stored event CPU", ">= 0.60x; dropped < stored"
