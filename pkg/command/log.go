@@ -106,13 +106,3 @@ func (l *Log) Await(ctx context.Context, projectID, seq uint64) error {
 	}
 	return err
 }
-
-// Apply appends the commands and waits until they are folded: Append,
-// then Await.
-func (l *Log) Apply(ctx context.Context, projectID uint64, actor event.Actor, cmds ...Command) error {
-	seq, err := l.Append(ctx, projectID, actor, cmds...)
-	if err != nil {
-		return err
-	}
-	return l.Await(ctx, projectID, seq)
-}
