@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/personhub/personhub/pkg/appconfig"
+	"github.com/personhub/personhub/pkg/command"
 	"github.com/personhub/personhub/pkg/ingest"
 	"github.com/personhub/personhub/pkg/stream"
 	"github.com/personhub/personhub/pkg/transform"
@@ -221,7 +222,7 @@ func publish(args []string) error {
 	if err := stream.Ensure(ctx, js, streams); err != nil {
 		return err
 	}
-	n, err := stream.PublishLines(ctx, js, *project, in, *window)
+	n, err := command.PublishLines(ctx, js, *project, in, *window)
 	fmt.Printf("published %d events to %s\n", n, stream.Subject(*project))
 	return err
 }

@@ -3,14 +3,13 @@ package capture
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/personhub/personhub/pkg/command"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/stream"
 )
@@ -23,7 +22,7 @@ type Projects interface {
 // Publisher validates decoded requests and publishes their events.
 type Publisher struct {
 	cfg       Config
-	js        jetstream.JetStream
+	pub       *command.Publisher
 	projects  Projects
 	log       *slog.Logger
 	published prometheus.Counter
@@ -34,8 +33,8 @@ type Publisher struct {
 }
 
 // NewPublisher publishes on its own JetStream context over js's
-// connection, so its asynchronous publishes have their own bound and
-// time out by themselves.
+// connection, so its asynchronous publishes have their own bound (eight
+// requests' windows) and time out by themselves.
 func NewPublisher(cfg Config, js jetstream.JetStream, projects Projects, logger *slog.Logger, reg prometheus.Registerer) (*Publisher, error) {
 	cfg = cfg.withDefaults()
 	own, err := jetstream.New(js.Conn(),
@@ -44,7 +43,7 @@ func NewPublisher(cfg Config, js jetstream.JetStream, projects Projects, logger 
 	if err != nil {
 		return nil, err
 	}
-	p := &Publisher{cfg: cfg, js: own, projects: projects, log: logger}
+	p := &Publisher{cfg: cfg, pub: command.NewPublisher(own, cfg.Window, cfg.PublishTimeout), projects: projects, log: logger}
 	p.published = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "capture", Name: "events_published_total",
 		Help: "Events acknowledged by JetStream."})
 	p.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "capture", Name: "requests_rejected_total",
@@ -131,42 +130,16 @@ func (p *Publisher) capture(ctx context.Context, b *Batch, now time.Time) (int, 
 // Publish sends envelopes to a project's subject asynchronously, at most
 // the configured window awaiting acknowledgement (one connection keeps
 // their order), and returns once every one is acknowledged, or with the
-// first failure.
+// first failure, within the configured publish timeout.
 func (p *Publisher) Publish(ctx context.Context, projectID uint64, envs []Envelope) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.PublishTimeout)
 	defer cancel()
 	subject := stream.Subject(projectID)
-	pending := make([]jetstream.PubAckFuture, 0, min(len(envs), p.cfg.Window))
-	await := func(f jetstream.PubAckFuture) error {
-		select {
-		case <-f.Ok():
-			return nil
-		case err := <-f.Err():
-			return err
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for acknowledgements: %w", ctx.Err())
-		}
-	}
+	b := p.pub.Begin(ctx, len(envs))
 	for _, env := range envs {
-		if len(pending) == p.cfg.Window {
-			if err := await(pending[0]); err != nil {
-				return err
-			}
-			pending = pending[1:]
-		}
-		msg := nats.NewMsg(subject)
-		msg.Data = env.Data
-		msg.Header.Set(jetstream.MsgIDHeader, env.UUID)
-		f, err := p.js.PublishMsgAsync(msg, jetstream.WithExpectStream(stream.Events), jetstream.WithStallWait(p.cfg.PublishTimeout))
-		if err != nil {
-			return err
-		}
-		pending = append(pending, f)
-	}
-	for _, f := range pending {
-		if err := await(f); err != nil {
+		if err := b.Add(subject, command.Message(env)); err != nil {
 			return err
 		}
 	}
-	return nil
+	return b.Wait()
 }

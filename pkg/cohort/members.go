@@ -2,7 +2,6 @@ package cohort
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/personhub/personhub/pkg/event"
+	"github.com/personhub/personhub/pkg/command"
 	"github.com/personhub/personhub/pkg/propfilter"
 )
 
@@ -21,70 +20,32 @@ import (
 // answers once its commands are folded, so reads show the change and a
 // replay of the log rebuilds the table.
 
-// Log is where membership changes are recorded: the API's command
-// publisher and the ingester's watermark.
+// Log is where membership changes are recorded: the API's command log,
+// bound to the key making the change (command.Log).
 type Log interface {
-	// Record publishes the commands of a project, in order, on its command
-	// subject, and returns the last one's stream sequence.
-	Record(ctx context.Context, projectID uint64, cmds []Command) (uint64, error)
+	// Append publishes the commands of a project, in order, on its
+	// command subject, and returns the last one's stream sequence.
+	Append(ctx context.Context, projectID uint64, cmds ...command.Command) (uint64, error)
 	// Await returns once the ingester of the project's partition has
-	// folded seq; ErrPending when it
-	// has not within the writes' wait.
+	// folded seq; ErrPending when it has not within the writes' wait.
 	Await(ctx context.Context, projectID, seq uint64) error
 }
 
 // ErrPending: the change is in the event log and will be applied, but the
 // ingester has not folded it yet, so reads do not show it.
-var ErrPending = errors.New("cohort: the change is recorded in the event log and not yet folded")
+var ErrPending = command.ErrPending
 
 var errNoLog = errors.New("cohort: static members need the event log, which is not configured")
 
-// Command is one membership command to publish.
-type Command struct {
-	Event string
-	// DistinctID is the envelope's: "$cohort_<id>", no person's (the
-	// command is about the ids it lists).
-	DistinctID string
-	Properties map[string]any
-}
-
-// maxCommandBytes bounds the ids of one command as JSON, well under the
-// envelope limit (event.MaxSize) whatever the ids' escaping costs.
-const maxCommandBytes = 256 << 10
-
-// commands splits ids into commands of at most event.MaxCohortIDsPerEvent
-// ids and maxCommandBytes of them.
-func commands(name string, cohortID uint64, ids []string) []Command {
-	var out []Command
-	var chunk []string
-	size := 0
-	flush := func() {
-		if len(chunk) > 0 {
-			out = append(out, Command{Event: name, DistinctID: "$cohort_" + strconv.FormatUint(cohortID, 10),
-				Properties: map[string]any{event.PropCohortID: cohortID, event.PropCohortDistinctIDs: chunk}})
-		}
-		chunk, size = nil, 0
-	}
-	for _, d := range ids {
-		b, _ := json.Marshal(d)
-		if len(chunk) == event.MaxCohortIDsPerEvent || size+len(b) > maxCommandBytes {
-			flush()
-		}
-		chunk, size = append(chunk, d), size+len(b)+1
-	}
-	flush()
-	return out
-}
-
 // record publishes the commands and waits until they are folded.
-func record(ctx context.Context, log Log, projectID uint64, cmds []Command) error {
+func record(ctx context.Context, log Log, projectID uint64, cmds []command.Command) error {
 	if len(cmds) == 0 {
 		return nil
 	}
 	if log == nil {
 		return errNoLog
 	}
-	seq, err := log.Record(ctx, projectID, cmds)
+	seq, err := log.Append(ctx, projectID, cmds...)
 	if err != nil {
 		return err
 	}
@@ -122,7 +83,7 @@ func (s *Service) AddMembers(ctx context.Context, log Log, projectID, id uint64,
 	if err != nil {
 		return View{}, err
 	}
-	return s.afterRecord(ctx, projectID, c, record(ctx, log, projectID, commands(event.AddToStaticCohort, id, ids)))
+	return s.afterRecord(ctx, projectID, c, record(ctx, log, projectID, command.AddToStaticCohort(id, ids)))
 }
 
 // RemoveMember removes a person (integer id or uuid) from a live static
@@ -146,7 +107,7 @@ func (s *Service) RemoveMember(ctx context.Context, log Log, projectID, id uint6
 	if len(ids) == 0 {
 		return View{}, ErrNotFound
 	}
-	return s.afterRecord(ctx, projectID, c, record(ctx, log, projectID, commands(event.RemoveFromStaticCohort, id, ids)))
+	return s.afterRecord(ctx, projectID, c, record(ctx, log, projectID, command.RemoveFromStaticCohort(id, ids)))
 }
 
 // afterRecord is the answer to a membership change: the cohort as reads

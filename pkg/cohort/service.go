@@ -12,7 +12,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personhub/personhub/pkg/event"
+	"github.com/personhub/personhub/pkg/command"
 	"github.com/personhub/personhub/pkg/kvjson"
 )
 
@@ -103,7 +103,7 @@ func (s *Service) Create(ctx context.Context, log Log, projectID uint64, in Inpu
 		if log == nil {
 			return View{}, errNoLog
 		}
-		if seq, err = log.Record(ctx, projectID, commands(event.AddToStaticCohort, id, ids)); err != nil {
+		if seq, err = log.Append(ctx, projectID, command.AddToStaticCohort(id, ids)...); err != nil {
 			return View{}, err
 		}
 	}

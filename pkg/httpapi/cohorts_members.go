@@ -3,13 +3,12 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/cohort"
+	"github.com/personhub/personhub/pkg/command"
 	"github.com/personhub/personhub/pkg/person"
-	"github.com/personhub/personhub/pkg/progress"
 )
 
 // cohortLog records static cohort membership as commands of the key in the
@@ -23,20 +22,14 @@ func (a *API) cohortLog() cohort.Log {
 	return cohortLog{a}
 }
 
-func (l cohortLog) Record(ctx context.Context, projectID uint64, cmds []cohort.Command) (uint64, error) {
-	changes := make([]change, len(cmds))
-	for i, c := range cmds {
-		changes[i] = change{event: c.Event, distinctID: c.DistinctID, properties: c.Properties}
-	}
-	return l.a.publishAs(ctx, projectID, changes...)
+func (l cohortLog) Append(ctx context.Context, projectID uint64, cmds ...command.Command) (uint64, error) {
+	return l.a.publishAs(ctx, projectID, cmds...)
 }
 
+// Await answers command.ErrPending (cohort.ErrPending) when the change is
+// not folded within the writes' wait.
 func (l cohortLog) Await(ctx context.Context, projectID, seq uint64) error {
-	err := l.a.writes.Progress.Wait(ctx, projectID, seq, l.a.writes.Wait)
-	if errors.Is(err, progress.ErrTimeout) {
-		return cohort.ErrPending
-	}
-	return err
+	return l.a.writes.commands().Await(ctx, projectID, seq)
 }
 
 // removePersonFromCohort serves PATCH .../cohorts/{id}/remove_person_from_static_cohort/

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,11 +14,11 @@ import (
 
 	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/command"
 	"github.com/personhub/personhub/pkg/deletion"
 	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/person"
 	"github.com/personhub/personhub/pkg/progress"
-	"github.com/personhub/personhub/pkg/stream"
 )
 
 // PersonWrites is what the person write routes need: the stream they
@@ -45,63 +44,42 @@ func (a *API) SetPersonWrites(w PersonWrites) {
 	a.writes = &w
 }
 
-// change is one event the API publishes for a person write.
-type change struct {
-	event      string
-	distinctID string
-	set        map[string]any
-	unset      []string
-	properties map[string]any
+// commands is the log person writes append their commands to and wait
+// on.
+func (w *PersonWrites) commands() *command.Log {
+	return command.NewLog(w.JS, w.Progress, w.Wait)
 }
 
-// publish sends changes as commands of the project (on its command
-// subject: they carry the reserved $actor), in order, each carrying the
-// key that made it, and returns the last one's stream sequence. A failure
-// before the first acknowledgement changed nothing.
-func (a *API) publish(r *http.Request, projectID uint64, changes ...change) (uint64, error) {
-	return a.publishAs(r.Context(), projectID, changes...)
+// actorOf is the key of the request in ctx, as commands record it.
+func actorOf(ctx context.Context) event.Actor {
+	key := keyFrom(ctx)
+	return event.Actor{KeyID: key.ID, KeyLabel: key.Label, OrganizationID: key.OrganizationID}
+}
+
+// publish appends commands of the request's key (on the project's
+// command subject: they carry the reserved $actor), in order, and returns
+// the last one's stream sequence. A failure before the first
+// acknowledgement changed nothing.
+func (a *API) publish(r *http.Request, projectID uint64, cmds ...command.Command) (uint64, error) {
+	return a.publishAs(r.Context(), projectID, cmds...)
 }
 
 // publishAs is publish for the key in ctx (cohort membership records it
 // through cohort.Log, which knows no request).
-func (a *API) publishAs(rctx context.Context, projectID uint64, changes ...change) (uint64, error) {
-	key := keyFrom(rctx)
-	var last uint64
-	for i, c := range changes {
-		props := map[string]any{event.PropActor: event.Actor{KeyID: key.ID, KeyLabel: key.Label, OrganizationID: key.OrganizationID}}
-		for k, v := range c.properties {
-			props[k] = v
-		}
-		id := uuid.New()
-		env := map[string]any{
-			"uuid": id.String(), "event": c.event, "distinct_id": c.distinctID,
-			"timestamp": time.Now().UTC().Format(time.RFC3339Nano), "properties": props,
-		}
-		if c.set != nil {
-			env["$set"] = c.set
-		}
-		if c.unset != nil {
-			env["$unset"] = c.unset
-		}
-		data, err := json.Marshal(env)
-		if err != nil {
-			return 0, err
-		}
-		ctx, cancel := context.WithTimeout(rctx, 5*time.Second)
-		ack, err := stream.PublishCommand(ctx, a.writes.JS, projectID, id.String(), data)
-		cancel()
-		if err != nil {
-			a.log.Error("publish person change", "err", err, "event", c.event, "published_before", i)
-			if i > 0 {
-				return 0, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable",
-					Detail: fmt.Sprintf("The event log became unreachable after %d of %d changes were recorded; they will be applied. Retry to finish.", i, len(changes))}
-			}
-			return 0, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable",
-				Detail: "The event log is unreachable; nothing was changed. Try again shortly."}
-		}
-		last = ack.Sequence
+func (a *API) publishAs(ctx context.Context, projectID uint64, cmds ...command.Command) (uint64, error) {
+	seq, err := a.writes.commands().Append(ctx, projectID, actorOf(ctx), cmds...)
+	var appendErr *command.AppendError
+	if !errors.As(err, &appendErr) {
+		return seq, err
 	}
-	return last, nil
+	i := appendErr.Appended
+	a.log.Error("publish person change", "err", appendErr.Err, "event", appendErr.Event, "published_before", i)
+	if i > 0 {
+		return 0, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable",
+			Detail: fmt.Sprintf("The event log became unreachable after %d of %d changes were recorded; they will be applied. Retry to finish.", i, appendErr.Total)}
+	}
+	return 0, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable",
+		Detail: "The event log is unreachable; nothing was changed. Try again shortly."}
 }
 
 // errPending is answered when the ingester has not folded a recorded write
@@ -110,28 +88,30 @@ func (a *API) publishAs(rctx context.Context, projectID uint64, changes ...chang
 var errPending = &Error{Status: http.StatusAccepted, Type: "pending", Code: "not_yet_visible",
 	Detail: "The change is recorded in the event log and will be applied when the ingester catches up; reads do not show it yet."}
 
-// waitFolded waits until the ingester of the project's partition has
+// awaitFolded waits until the ingester of the project's partition has
 // committed seq.
-func (a *API) waitFolded(r *http.Request, projectID, seq uint64) error {
-	return a.awaitFolded(r.Context(), projectID, seq)
-}
-
 func (a *API) awaitFolded(ctx context.Context, projectID, seq uint64) error {
-	err := a.writes.Progress.Wait(ctx, projectID, seq, a.writes.Wait)
-	if errors.Is(err, progress.ErrTimeout) {
+	err := a.writes.commands().Await(ctx, projectID, seq)
+	if errors.Is(err, command.ErrPending) {
 		return errPending
 	}
 	return err
 }
 
-// writePerson publishes changes to a person, waits until they are folded,
-// and answers 200 with the person as reads now see it.
-func (a *API) writePerson(w http.ResponseWriter, r *http.Request, projectID, personID uint64, changes ...change) error {
-	seq, err := a.publish(r, projectID, changes...)
+// apply publishes commands of the request's key and waits until they are
+// folded.
+func (a *API) apply(r *http.Request, projectID uint64, cmds ...command.Command) error {
+	seq, err := a.publish(r, projectID, cmds...)
 	if err != nil {
 		return err
 	}
-	if err := a.waitFolded(r, projectID, seq); err != nil {
+	return a.awaitFolded(r.Context(), projectID, seq)
+}
+
+// writePerson publishes a command about a person, waits until it is
+// folded, and answers 200 with the person as reads now see it.
+func (a *API) writePerson(w http.ResponseWriter, r *http.Request, projectID, personID uint64, c command.Command) error {
+	if err := a.apply(r, projectID, c); err != nil {
 		return err
 	}
 	p, err := a.store.GetPerson(r.Context(), projectID, personID)
@@ -180,7 +160,7 @@ func (a *API) updatePerson(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return invalid("properties", "properties must be a JSON object.")
 	}
-	return a.writePerson(w, r, projectID, p.ID, change{event: event.Set, distinctID: p.DistinctIDs[0], set: props})
+	return a.writePerson(w, r, projectID, p.ID, command.SetProperties(p.DistinctIDs[0], props))
 }
 
 // param reads a parameter from the JSON body or, failing that, the query.
@@ -213,7 +193,7 @@ func (a *API) updateProperty(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return required("value")
 	}
-	return a.writePerson(w, r, projectID, p.ID, change{event: event.Set, distinctID: p.DistinctIDs[0], set: map[string]any{k: value}})
+	return a.writePerson(w, r, projectID, p.ID, command.SetProperties(p.DistinctIDs[0], map[string]any{k: value}))
 }
 
 // deleteProperty serves POST /persons/{id}/delete_property/ with $unset.
@@ -230,7 +210,7 @@ func (a *API) deleteProperty(w http.ResponseWriter, r *http.Request) error {
 	if !isString || k == "" {
 		return invalid("$unset", "$unset must be the name of the property to delete.")
 	}
-	return a.writePerson(w, r, projectID, p.ID, change{event: event.DeletePersonProperty, distinctID: p.DistinctIDs[0], unset: []string{k}})
+	return a.writePerson(w, r, projectID, p.ID, command.DeleteProperty(p.DistinctIDs[0], k))
 }
 
 // parseBool reads true/1/yes and false/0/no (any case).
@@ -262,15 +242,13 @@ func (a *API) deletePerson(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	c := change{event: event.DeletePerson, distinctID: p.DistinctIDs[0],
-		properties: map[string]any{event.PropPersonID: p.ID, event.PropDeleteEvents: deleteEvents}}
+	c := command.DeletePerson(p.DistinctIDs[0], p.ID, deleteEvents)
 	switch {
 	case keepPerson && !deleteEvents:
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	case keepPerson:
-		c = change{event: event.DeletePersonEvents, distinctID: p.DistinctIDs[0],
-			properties: map[string]any{event.PropPersonID: p.ID}}
+		c = command.DeletePersonEvents(p.DistinctIDs[0], p.ID)
 	}
 	return a.applyCommand(w, r, projectID, c)
 }
@@ -301,23 +279,9 @@ func (a *API) splitPersonHandler(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var changes []change
-	for start := 0; start < len(others); start += event.MaxSplitPerEvent {
-		chunk := others[start:min(start+event.MaxSplitPerEvent, len(others))]
-		list := make([]any, len(chunk))
-		for i, d := range chunk {
-			list[i] = d
-		}
-		changes = append(changes, change{event: event.SplitPerson, distinctID: main,
-			properties: map[string]any{event.PropPersonID: p.ID, event.PropSplitIDs: list, event.PropSplitMainID: main}})
-	}
 	res := splitResult{Success: true, Created: []splitPerson{}}
-	if len(changes) > 0 {
-		seq, err := a.publish(r, projectID, changes...)
-		if err != nil {
-			return err
-		}
-		if err := a.waitFolded(r, projectID, seq); err != nil {
+	if cmds := command.SplitPerson(p.ID, main, others); len(cmds) > 0 {
+		if err := a.apply(r, projectID, cmds...); err != nil {
 			return err
 		}
 	}

@@ -11,10 +11,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/command"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/csvexport"
 	"github.com/personhub/personhub/pkg/deletion"
-	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/person"
 )
 
@@ -57,24 +57,19 @@ func (a *API) bulkDelete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var changes []change
+	var cmds []command.Command
 	for _, p := range persons {
-		c := change{event: event.DeletePerson, distinctID: commandDistinctID(p),
-			properties: map[string]any{event.PropPersonID: p.ID, event.PropDeleteEvents: deleteEvents}}
+		c := command.DeletePerson(commandDistinctID(p), p.ID, deleteEvents)
 		switch {
 		case keepPerson && !deleteEvents:
 			continue
 		case keepPerson:
-			c = change{event: event.DeletePersonEvents, distinctID: c.distinctID, properties: map[string]any{event.PropPersonID: p.ID}}
+			c = command.DeletePersonEvents(commandDistinctID(p), p.ID)
 		}
-		changes = append(changes, c)
+		cmds = append(cmds, c)
 	}
-	if len(changes) > 0 {
-		seq, err := a.publish(r, proj.ID, changes...)
-		if err != nil {
-			return err
-		}
-		if err := a.waitFolded(r, proj.ID, seq); err != nil {
+	if len(cmds) > 0 {
+		if err := a.apply(r, proj.ID, cmds...); err != nil {
 			return err
 		}
 	}
@@ -250,17 +245,12 @@ func (a *API) deleteEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return a.applyCommand(w, r, projectID, change{event: event.DeletePersonEvents, distinctID: commandDistinctID(p),
-		properties: map[string]any{event.PropPersonID: p.ID}})
+	return a.applyCommand(w, r, projectID, command.DeletePersonEvents(commandDistinctID(p), p.ID))
 }
 
 // applyCommand publishes a command and answers 204 once it is folded.
-func (a *API) applyCommand(w http.ResponseWriter, r *http.Request, projectID uint64, c change) error {
-	seq, err := a.publish(r, projectID, c)
-	if err != nil {
-		return err
-	}
-	if err := a.waitFolded(r, projectID, seq); err != nil {
+func (a *API) applyCommand(w http.ResponseWriter, r *http.Request, projectID uint64, c command.Command) error {
+	if err := a.apply(r, projectID, c); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -388,11 +378,7 @@ func (a *API) resetDistinctID(w http.ResponseWriter, r *http.Request) error {
 	if len(p.DistinctIDs) < 2 {
 		return invalid("distinct_id", fmt.Sprintf("%.80q is the only distinct id of person %d; a person needs one. Delete the person instead (DELETE /persons/%d/).", d, p.ID, p.ID))
 	}
-	seq, err := a.publish(r, proj.ID, change{event: event.ResetPersonDistinctID, distinctID: d})
-	if err != nil {
-		return err
-	}
-	if err := a.waitFolded(r, proj.ID, seq); err != nil {
+	if err := a.apply(r, proj.ID, command.ResetDistinctID(d)); err != nil {
 		return err
 	}
 	res := resetResult{Success: true}

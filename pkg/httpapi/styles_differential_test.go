@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/personhub/personhub/pkg/capture"
+	"github.com/personhub/personhub/pkg/command"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/stream"
 	"github.com/personhub/personhub/pkg/testenv/jsonstyle"
@@ -81,7 +82,7 @@ func TestStylesGiveTheSameAnswers(t *testing.T) {
 				lines.Write(jsonstyle.ByName("escaped-keys").Write(line))
 				lines.WriteByte('\n')
 			}
-			if n, err := stream.PublishLines(ctx, c.nats.JS, p.ID, &lines, 100); err != nil || n != len(history) {
+			if n, err := command.PublishLines(ctx, c.nats.JS, p.ID, &lines, 100); err != nil || n != len(history) {
 				t.Fatalf("published %d of %d: %v", n, len(history), err)
 			}
 		}},

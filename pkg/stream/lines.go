@@ -1,17 +1,12 @@
 package stream
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personhub/personhub/pkg/event"
 )
@@ -52,67 +47,4 @@ func Normalize(line []byte, now time.Time) ([]byte, string, error) {
 		return nil, "", fmt.Errorf("event is larger than %d bytes", event.MaxSize)
 	}
 	return out, id, nil
-}
-
-// PublishLines publishes a JSON-lines stream of events to a project with
-// asynchronous publishing (at most window unacknowledged), and returns how
-// many were acknowledged. Blank lines are skipped; the first bad line
-// stops it with its line number, after waiting for what was sent.
-func PublishLines(ctx context.Context, js jetstream.JetStream, projectID uint64, r io.Reader, window int) (int, error) {
-	if window < 1 {
-		window = 1000
-	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), event.MaxSize+1024)
-	var futures []jetstream.PubAckFuture
-	acked := 0
-	wait := func() error {
-		for _, f := range futures {
-			select {
-			case <-f.Ok():
-				acked++
-			case err := <-f.Err():
-				return err
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		futures = futures[:0]
-		return nil
-	}
-	lineNo := 0
-	var lineErr error
-	for sc.Scan() {
-		lineNo++
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		data, id, err := Normalize(line, time.Now())
-		if err != nil {
-			lineErr = fmt.Errorf("line %d: %w", lineNo, err)
-			break
-		}
-		msg := nats.NewMsg(Subject(projectID))
-		msg.Data = data
-		msg.Header.Set(jetstream.MsgIDHeader, id)
-		f, err := js.PublishMsgAsync(msg, jetstream.WithStallWait(30*time.Second))
-		if err != nil {
-			lineErr = fmt.Errorf("line %d: %w", lineNo, err)
-			break
-		}
-		futures = append(futures, f)
-		if len(futures) >= window {
-			if err := wait(); err != nil {
-				return acked, err
-			}
-		}
-	}
-	if err := wait(); err != nil {
-		return acked, err
-	}
-	if lineErr != nil {
-		return acked, lineErr
-	}
-	return acked, sc.Err()
 }

@@ -8,20 +8,17 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personhub/personhub/pkg/event"
+	"github.com/personhub/personhub/pkg/command"
 	"github.com/personhub/personhub/pkg/plugin"
-	"github.com/personhub/personhub/pkg/stream"
 )
 
 // Publisher puts a project's chain on the log (plugin.ChainPublisher): it
 // stores each step's code and config as a content-addressed Version, then
-// publishes an event.SetTransformations command naming them on the
-// project's command subject. The ingester applies the chain to the events
+// appends a command.SetTransformations naming them on the project's
+// command subject. The ingester applies the chain to the events
 // after the command in the stream (docs/architecture.md,
 // "Transformations").
 type Publisher struct {
@@ -54,10 +51,6 @@ func NewPublisher(ctx context.Context, js jetstream.JetStream) (*Publisher, erro
 	return &Publisher{js: js, versions: vs, last: kv}, nil
 }
 
-// chainDistinctID is the distinct id of chain commands: the envelope
-// needs one; the ingester never folds the command.
-const chainDistinctID = "$transformations"
-
 // PublishChain stores the chain's versions and publishes the command; the
 // versions are stored before the command that names them.
 func (p *Publisher) PublishChain(ctx context.Context, projectID uint64, chain []plugin.Link) error {
@@ -80,16 +73,7 @@ func (p *Publisher) PublishChain(ctx context.Context, projectID uint64, chain []
 	} else if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("transform: chain of project %d: %w", projectID, err)
 	}
-	id := uuid.New()
-	data, err := json.Marshal(map[string]any{
-		"uuid": id.String(), "event": event.SetTransformations, "distinct_id": chainDistinctID,
-		"timestamp":  time.Now().UTC().Format(time.RFC3339Nano),
-		"properties": map[string]any{event.PropTransformations: refs},
-	})
-	if err != nil {
-		return err
-	}
-	if _, err := stream.PublishCommand(ctx, p.js, projectID, id.String(), data); err != nil {
+	if _, err := command.Append(ctx, p.js, projectID, nil, 0, command.SetTransformations(text)); err != nil {
 		return fmt.Errorf("transform: publish chain of project %d: %w", projectID, err)
 	}
 	// After the publish: a lost write only means the same chain is

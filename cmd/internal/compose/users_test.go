@@ -18,6 +18,7 @@ import (
 
 	"github.com/personhub/personhub/cmd/internal/apiserver"
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/command"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/deletion"
 	"github.com/personhub/personhub/pkg/ingest"
@@ -152,7 +153,7 @@ func runAsComposeUsers(t *testing.T, parts int) {
 	if err := stream.Ensure(ctx, pubJS, stream.Config{}); err != nil {
 		t.Fatalf("ingester publish binds the streams: %v", err)
 	}
-	if _, err := stream.PublishLines(ctx, pubJS, projB.ID, strings.NewReader(`{"event":"import","distinct_id":"dave"}`+"\n"), 10); err != nil {
+	if _, err := command.PublishLines(ctx, pubJS, projB.ID, strings.NewReader(`{"event":"import","distinct_id":"dave"}`+"\n"), 10); err != nil {
 		t.Fatalf("ingester publish: %v", err)
 	}
 	waitPersons(t, store, projB.ID, `carol {"from":"pipeline"}`, `dave {}`)
