@@ -6,14 +6,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/personhub/personhub/pkg/appconfig"
+	"github.com/personhub/personhub/pkg/process"
 )
 
 // niceProbe is G4's A/B for the ingester's CPU priority, interleaved in
 // one run so that the machine's load hits both sides alike: with the
 // backlog kept full, it sets the ingester child's threads to niceness 0,
 // then to the niceness it started at (INGESTER_NICE; if that is 0,
-// appconfig.IngesterNice), for `rounds` rounds, and each time measures GET person
+// process.IngesterNice), for `rounds` rounds, and each time measures GET person
 // at c=1 (bare driver and HTTP API, 1.5 s each) and the events the
 // ingester folded meanwhile. Setting a niceness back to 0 needs
 // CAP_SYS_NICE (root); without it the probe says so and does nothing.
@@ -29,7 +29,7 @@ func (s *session) niceProbe(ctx context.Context, ops *readOps, rounds int) {
 	defer func() { _ = setProcessNice(s.ing.pid, 20-start) }()
 	nice := 20 - start
 	if nice == 0 {
-		nice = appconfig.IngesterNice
+		nice = process.IngesterNice
 	}
 	levels := []int{0, nice}
 	s.probeSides(ctx, ops.inProcess(), rounds, "nice probe",

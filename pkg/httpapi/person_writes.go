@@ -37,14 +37,6 @@ type PersonWrites struct {
 	Wait time.Duration
 }
 
-// SetPersonWrites enables the person write and activity routes.
-func (a *API) SetPersonWrites(w PersonWrites) {
-	if w.Wait <= 0 {
-		w.Wait = 5 * time.Second
-	}
-	a.writes = &w
-}
-
 // change is one event the API publishes for a person write.
 type change struct {
 	event      string

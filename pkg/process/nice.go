@@ -1,4 +1,4 @@
-package appconfig
+package process
 
 import (
 	"errors"
@@ -12,8 +12,8 @@ import (
 // "CPU priority"). On a host it shares with ClickHouse and the API, the
 // ingester runs flat out whenever a backlog waits; at nice 0 it takes its
 // share of the cores from the ClickHouse threads answering a user's GET
-// person (G4 while ingesting). The value is the measured one
-// (docs/performance.md, "h/g4l").
+// person while it ingests. The value is the one measured to keep that read
+// fast (docs/performance.md).
 const IngesterNice = 10
 
 // MaxNice is the largest niceness Linux accepts (the lowest CPU priority).
