@@ -14,18 +14,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/personhub/personhub/pkg/action"
-	"github.com/personhub/personhub/pkg/activity"
-	"github.com/personhub/personhub/pkg/chstore"
-	"github.com/personhub/personhub/pkg/cohort"
 	"github.com/personhub/personhub/pkg/controlplane"
-	"github.com/personhub/personhub/pkg/httpapi"
-	"github.com/personhub/personhub/pkg/insight"
-	"github.com/personhub/personhub/pkg/progress"
+	"github.com/personhub/personhub/pkg/process"
 )
 
 // apiChildCommand is the first argument that makes the bench binary run
@@ -45,7 +38,7 @@ func apiChildMain(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	js, store, closeConns, err := conns.open(ctx, "bench-api", 0)
+	nc, js, store, closeConns, err := conns.open(ctx, "bench-api", 0)
 	if err != nil {
 		return err
 	}
@@ -58,11 +51,17 @@ func apiChildMain(args []string) error {
 	defer cp.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	handler, closeAPI, err := benchAPI(ctx, js, store, cp, log, reg, *consumer)
+	// Built as cmd/api builds it, with every route family (person writes
+	// and deletions, plugins, actions, cohorts, analysis, capture), and
+	// the zero server settings: no rate limit, which the bench's load
+	// would hit. The families the bench does not call cost it only their
+	// start.
+	api, err := process.NewAPI(ctx, process.APIConfig{Store: store, NC: nc, JS: js, Keys: cp, Log: log, Reg: reg,
+		Consumer: *consumer, Partitions: 1})
 	if err != nil {
 		return err
 	}
-	defer closeAPI()
+	defer api.Close()
 	apiLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -71,7 +70,7 @@ func apiChildMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(apiLn) }()
 	go func() { _ = http.Serve(opsLn, opsMux(reg)) }()
 	fmt.Printf("READY %s %s\n", opsLn.Addr(), apiLn.Addr())
@@ -82,38 +81,4 @@ func apiChildMain(args []string) error {
 		return err
 	}
 	return nil
-}
-
-// benchAPI wires the API as cmd/internal/apiserver does for what the
-// bench reads and writes (persons, person writes, actions, cohorts, the
-// analysis routes); plugins and capture are measured elsewhere.
-func benchAPI(ctx context.Context, js jetstream.JetStream, store *chstore.Store, cp *controlplane.Store, log *slog.Logger, reg *prometheus.Registry, consumer string) (http.Handler, func(), error) {
-	api, err := httpapi.New(httpapi.Config{}, store, cp, log, reg, store.Ping)
-	if err != nil {
-		return nil, nil, err
-	}
-	kv, err := progress.Open(ctx, js)
-	if err != nil {
-		return nil, nil, err
-	}
-	parts, err := progress.WatchPartitions(ctx, kv, consumer, 1)
-	if err != nil {
-		return nil, nil, err
-	}
-	api.SetPersonWrites(httpapi.PersonWrites{JS: js, Progress: parts, Activity: activity.New(store.Conn())})
-	actions, err := action.Open(ctx, js)
-	if err != nil {
-		parts.Stop()
-		return nil, nil, err
-	}
-	api.SetActions(actions)
-	insights := insight.New(store.Conn(), actions)
-	cohorts, err := cohort.Open(ctx, js, store.Conn(), insights)
-	if err != nil {
-		parts.Stop()
-		return nil, nil, err
-	}
-	api.SetCohorts(cohorts)
-	api.SetInsights(insights)
-	return api.Handler(), func() { cohorts.Close(); parts.Stop() }, nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,10 +27,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/personhub/personhub/pkg/appconfig"
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/ingest"
-	"github.com/personhub/personhub/pkg/transform"
+	"github.com/personhub/personhub/pkg/process"
 )
 
 // childCommand is the first argument that makes the bench binary run as
@@ -53,12 +51,19 @@ func childMain(args []string) error {
 	fs.DurationVar(&cfg.GrowFor, "grow-for", cfg.GrowFor, "ingest GrowFor")
 	fs.IntVar(&cfg.GrowPersons, "grow-persons", cfg.GrowPersons, "ingest GrowPersons")
 	// As cmd/ingester: its default niceness, or INGESTER_NICE (for A/B runs).
-	var env appconfig.EnvReader
-	nice := fs.Int("nice", env.Int("INGESTER_NICE", appconfig.IngesterNice), "CPU niceness (env INGESTER_NICE)")
+	defaultNice := process.IngesterNice
+	if v := strings.TrimSpace(os.Getenv("INGESTER_NICE")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("INGESTER_NICE=%q: not an integer", v)
+		}
+		defaultNice = n
+	}
+	nice := fs.Int("nice", defaultNice, "CPU niceness (env INGESTER_NICE)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := errors.Join(env.Err(), appconfig.SetNice(*nice)); err != nil {
+	if err := process.SetNice(*nice); err != nil {
 		return err
 	}
 	logOut := io.Discard
@@ -71,26 +76,23 @@ func childMain(args []string) error {
 		logOut = f
 	}
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	appconfig.TuneGC(log, appconfig.IngesterMemoryLimitMiB) // as cmd/ingester does by default
+	process.TuneGC(log, process.IngesterMemoryLimitMiB) // as cmd/ingester does by default
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
 	// As cmd/ingester: ClickHouse runs its statements at its niceness
 	// where it can (chstore.Config.ThreadNice).
-	js, store, closeConns, err := conns.open(ctx, "bench-ingester", *nice)
+	_, js, store, closeConns, err := conns.open(ctx, "bench-ingester", *nice)
 	if err != nil {
 		return err
 	}
 	defer closeConns()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// The hook as cmd/ingester installs it: every phase pays its price
-	// for events without a chain, and the transformations phase measures
-	// chains.
-	if cfg.Hook, err = transform.NewIngestHook(ctx, js, 1, log, reg); err != nil {
-		return err
-	}
-	ing, err := ingest.New(cfg, js, store, log, reg)
+	// Built as cmd/ingester builds it, with the transformation hook: every
+	// phase pays its price for events without a chain, and the
+	// transformation phase measures chains.
+	ing, err := process.NewIngester(ctx, process.IngesterConfig{Ingest: cfg, JS: js, Store: store, Log: log, Reg: reg})
 	if err != nil {
 		return err
 	}
@@ -241,19 +243,19 @@ func bindConns(fs *flag.FlagSet) childConns {
 
 // open connects to NATS (as name) and opens the store (its statements
 // at threadNice, chstore.Config.ThreadNice); closeConns closes both.
-func (c childConns) open(ctx context.Context, name string, threadNice int) (js jetstream.JetStream, store *chstore.Store, closeConns func(), err error) {
-	nc, err := nats.Connect(*c.natsURL, nats.Name(name))
+func (c childConns) open(ctx context.Context, name string, threadNice int) (nc *nats.Conn, js jetstream.JetStream, store *chstore.Store, closeConns func(), err error) {
+	nc, err = nats.Connect(*c.natsURL, nats.Name(name))
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if js, err = jetstream.New(nc); err == nil {
 		store, err = chstore.Open(ctx, chstore.Config{Addr: *c.addr, Database: *c.db, ThreadNice: threadNice})
 	}
 	if err != nil {
 		nc.Close()
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return js, store, func() { store.Close(); nc.Close() }, nil
+	return nc, js, store, func() { store.Close(); nc.Close() }, nil
 }
 
 // opsMux is a child's loopback-only ops server: /metrics, /debug/pprof/,

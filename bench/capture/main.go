@@ -155,15 +155,15 @@ func run(o options) error {
 
 	// The API with only what capture needs: no ClickHouse behind it.
 	reg := prometheus.NewRegistry()
-	api, err := httpapi.New(httpapi.Config{}, nil, cp, log, reg, func(context.Context) error { return nil })
-	if err != nil {
-		return err
-	}
 	pub, err := capture.NewPublisher(capture.Config{Window: o.window}, js, cp, log, reg)
 	if err != nil {
 		return err
 	}
-	api.SetCapture(pub)
+	api, err := httpapi.New(httpapi.Config{}, httpapi.Deps{Keys: cp, Log: log, Reg: reg,
+		Ready: func(context.Context) error { return nil }, Capture: pub})
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err

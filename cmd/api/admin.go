@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/personhub/personhub/pkg/appconfig"
+	"github.com/personhub/personhub/cmd/internal/appconfig"
 	"github.com/personhub/personhub/pkg/controlplane"
 )
 

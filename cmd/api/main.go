@@ -17,12 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/personhub/personhub/cmd/internal/apiserver"
-	"github.com/personhub/personhub/pkg/appconfig"
+	"github.com/personhub/personhub/cmd/internal/appconfig"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/httpapi"
 	"github.com/personhub/personhub/pkg/plugin"
-	"github.com/personhub/personhub/pkg/stream"
+	"github.com/personhub/personhub/pkg/process"
 )
 
 func main() {
@@ -51,8 +50,8 @@ func parse(args []string) (*options, error) {
 	o.common.Bind(fs)
 	fs.StringVar(&o.addr, "addr", appconfig.Env("API_ADDR", "127.0.0.1:8000"), "listen address (env API_ADDR)")
 	fs.StringVar(&o.publicURL, "public-url", appconfig.Env("API_PUBLIC_URL", ""), "base of absolute URLs in responses; default: from the request (env API_PUBLIC_URL)")
-	o.server.Bind(fs, &o.common.Env)
-	o.plugins.Bind(fs)
+	appconfig.BindAPIServer(fs, &o.common.Env, &o.server)
+	appconfig.BindPlugins(fs, &o.plugins)
 	fs.DurationVar(&o.writeWait, "write-wait", o.common.Env.Duration("API_WRITE_WAIT", 5*time.Second), "how long a person write waits to be visible before answering 202 (env API_WRITE_WAIT)")
 	fs.IntVar(&o.partitions, "partitions", o.common.Env.Int("INGEST_PARTITIONS", 1), "partitions of the events stream, as the ingesters are given; a write waits on its project's partition (env INGEST_PARTITIONS)")
 	fs.StringVar(&o.consumer, "ingester-consumer", appconfig.Env("INGESTER_CONSUMER", "ingester"), "the ingester whose progress writes wait on (env INGESTER_CONSUMER)")
@@ -88,12 +87,6 @@ func run(args []string) error {
 		return err
 	}
 	defer nc.Close()
-	// Person writes publish on commands.<project>: an EVENTS stream made
-	// before that subject existed gets it now, whether or not the
-	// ingester was upgraded first (the ingester creates missing streams).
-	if err := stream.Upgrade(ctx, js, log); err != nil {
-		return err
-	}
 	keys, err := controlplane.Open(ctx, js, log)
 	if err != nil {
 		return err
@@ -102,15 +95,15 @@ func run(args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	api, ready, stopAPI, err := apiserver.Build(ctx, apiserver.Deps{
+	api, err := process.NewAPI(ctx, process.APIConfig{
 		Store: store, NC: nc, JS: js, Keys: keys, Log: log, Reg: reg,
 		Server: *server, Plugins: *plugins, PublicURL: o.publicURL, Consumer: o.consumer, Partitions: o.partitions, WriteWait: o.writeWait,
 	})
 	if err != nil {
 		return err
 	}
-	defer stopAPI()
-	stopOps, err := appconfig.OpsServer(server.MetricsAddr, reg, ready, log)
+	defer api.Close()
+	stopOps, err := process.OpsServer(server.MetricsAddr, reg, api.Ready, log)
 	if err != nil {
 		return err
 	}

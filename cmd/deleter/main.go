@@ -19,8 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/personhub/personhub/pkg/appconfig"
+	"github.com/personhub/personhub/cmd/internal/appconfig"
 	"github.com/personhub/personhub/pkg/deletion"
+	"github.com/personhub/personhub/pkg/process"
 )
 
 func main() {
@@ -79,20 +80,20 @@ func run(args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	runner, err := deletion.New(store.Conn(), o.cfg, log, reg)
+	deleter, err := process.NewDeleter(process.DeleterConfig{Deletion: o.cfg, Store: store, Log: log, Reg: reg})
 	if err != nil {
 		return err
 	}
 	// Order of shutdown: the scheduler stops starting runs and the run in
 	// progress stops after its current statement (Schedule returns), then
 	// the metrics server stops, then the ClickHouse connections close.
-	stopOps, err := appconfig.OpsServer(o.metricsAddr, reg, store.Ping, log)
+	stopOps, err := process.OpsServer(o.metricsAddr, reg, store.Ping, log)
 	if err != nil {
 		return err
 	}
 	log.Info("deleter starting", "clickhouse", o.common.ClickHouseAddr, "database", o.common.ClickHouseDatabase,
 		"clickhouse_version", store.ServerVersion().String(), "metrics", o.metricsAddr, "batch_size", o.cfg.BatchSize, "mutation_timeout", o.cfg.MutationTimeout)
-	schedErr := runner.Schedule(ctx)
+	schedErr := deleter.Run(ctx)
 	stopOps()
 	return schedErr
 }
@@ -111,11 +112,11 @@ func runNow(args []string) error {
 		return err
 	}
 	defer store.Close()
-	runner, err := deletion.New(store.Conn(), o.cfg, log, prometheus.NewRegistry())
+	deleter, err := process.NewDeleter(process.DeleterConfig{Deletion: o.cfg, Store: store, Log: log, Reg: prometheus.NewRegistry()})
 	if err != nil {
 		return err
 	}
-	sum, err := runner.RunOnce(ctx)
+	sum, err := deleter.RunOnce(ctx)
 	if err != nil {
 		return err
 	}

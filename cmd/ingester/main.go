@@ -22,11 +22,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/personhub/personhub/pkg/appconfig"
+	"github.com/personhub/personhub/cmd/internal/appconfig"
 	"github.com/personhub/personhub/pkg/command"
 	"github.com/personhub/personhub/pkg/ingest"
+	"github.com/personhub/personhub/pkg/process"
 	"github.com/personhub/personhub/pkg/stream"
-	"github.com/personhub/personhub/pkg/transform"
 )
 
 func main() {
@@ -68,9 +68,9 @@ func parseRun(args []string) (*runOptions, error) {
 	fs.DurationVar(&o.ackWait, "ack-wait", env.Duration("INGESTER_ACK_WAIT", 0), "ignored: the consumer acknowledges nothing, the commit marker is the progress (docs/operations.md); kept so existing command lines start (env INGESTER_ACK_WAIT)")
 	fs.DurationVar(&o.cfg.StallWait, "stall-wait", env.Duration("INGESTER_STALL_WAIT", o.cfg.StallWait), "how long to wait for a message the stream says is there before recreating the consumer (env INGESTER_STALL_WAIT)")
 	fs.DurationVar(&o.cfg.ShutdownGrace, "shutdown-grace", env.Duration("INGESTER_SHUTDOWN_GRACE", o.cfg.ShutdownGrace), "on SIGINT/SIGTERM, how long the batch in hand may still take to commit; after it the batch is left unacknowledged for the next start (env INGESTER_SHUTDOWN_GRACE)")
-	fs.IntVar(&o.memoryLimitMiB, "memory-limit-mib", env.Int("INGESTER_MEMORY_LIMIT_MIB", appconfig.IngesterMemoryLimitMiB), "Go soft memory limit in MiB unless GOMEMLIMIT is set; 0 for none (env INGESTER_MEMORY_LIMIT_MIB)")
+	fs.IntVar(&o.memoryLimitMiB, "memory-limit-mib", env.Int("INGESTER_MEMORY_LIMIT_MIB", process.IngesterMemoryLimitMiB), "Go soft memory limit in MiB unless GOMEMLIMIT is set; 0 for none (env INGESTER_MEMORY_LIMIT_MIB)")
 	fs.BoolVar(&o.cfg.WriteLane, "write-lane", env.Bool("INGESTER_WRITE_LANE", o.cfg.WriteLane), "fold the API's person writes ahead of the capture backlog, recording where in the log (docs/events.md, \"The write lane\"); on by default; -write-lane=false folds them in log order, and records already in the log are followed either way (env INGESTER_WRITE_LANE)")
-	fs.IntVar(&o.nice, "nice", env.Int("INGESTER_NICE", appconfig.IngesterNice), "CPU niceness of the process, 0..19: above 0 the ingester yields the cores to ClickHouse and the API when they share a host, so a user's read is not slowed by a backlog (docs/operations.md, \"CPU priority\"); 0 leaves it as started (env INGESTER_NICE)")
+	fs.IntVar(&o.nice, "nice", env.Int("INGESTER_NICE", process.IngesterNice), "CPU niceness of the process, 0..19: above 0 the ingester yields the cores to ClickHouse and the API when they share a host, so a user's read is not slowed by a backlog (docs/operations.md, \"CPU priority\"); 0 leaves it as started (env INGESTER_NICE)")
 	bindStreams(fs, &o.cfg.Streams, env)
 	legacy := fs.Int("legacy-commands-until", env.Int("INGESTER_LEGACY_COMMANDS_UNTIL", 0), "honour commands found on events.<project> up to this stream sequence, for rebuilding from a log written before commands had their own subject; 0: none (env INGESTER_LEGACY_COMMANDS_UNTIL)")
 	fs.DurationVar(&o.cfg.LeaseTTL, "lease-ttl", env.Duration("INGESTER_LEASE_TTL", o.cfg.LeaseTTL), "how long a consumer's lease outlives a crashed ingester, when the lease bucket is created (env INGESTER_LEASE_TTL)")
@@ -87,7 +87,7 @@ func parseRun(args []string) (*runOptions, error) {
 		o.partitions, err = parsePartitions(*run, max(o.cfg.Streams.Partitions, 1))
 		return err
 	}
-	niceValid := func() error { return appconfig.ValidateNice("nice", o.nice) }
+	niceValid := func() error { return process.ValidateNice("nice", o.nice) }
 	if err := appconfig.Parse(fs, args, o.common.Validate, legacyValid, partitionsValid, niceValid, o.cfg.Validate); err != nil {
 		return nil, err
 	}
@@ -100,11 +100,11 @@ func run(args []string) error {
 		return err
 	}
 	// First, so that every thread the process starts later inherits it.
-	if err := appconfig.SetNice(o.nice); err != nil {
+	if err := process.SetNice(o.nice); err != nil {
 		return err
 	}
 	log := o.common.Logger("ingester")
-	appconfig.TuneGC(log, o.memoryLimitMiB)
+	process.TuneGC(log, o.memoryLimitMiB)
 	ctx, stop := appconfig.SignalContext()
 	defer stop()
 
@@ -124,19 +124,13 @@ func run(args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// Enabled transformations run on every event before the fold
-	// (docs/plugins.md, "Running transformations"). One hook serves every
-	// partition this process runs: its records are per project.
-	if o.cfg.Hook, err = transform.NewIngestHook(ctx, js, o.cfg.Streams.Replicas, log, reg); err != nil {
-		return err
-	}
-	ings, err := newIngesters(o, js, store, log, reg)
+	ing, err := process.NewIngester(ctx, process.IngesterConfig{Ingest: o.cfg, Partitions: o.partitions, JS: js, Store: store, Log: log, Reg: reg})
 	if err != nil {
 		return err
 	}
 	// Order of shutdown: the consumer stops pulling and commits its batch
 	// (Run returns), then the metrics server stops, then connections close.
-	stopOps, err := appconfig.OpsServer(o.metricsAddr, reg, func(ctx context.Context) error {
+	stopOps, err := process.OpsServer(o.metricsAddr, reg, func(ctx context.Context) error {
 		if !nc.IsConnected() {
 			return errors.New("nats disconnected")
 		}
@@ -146,7 +140,7 @@ func run(args []string) error {
 		return err
 	}
 	log.Info("ingester starting", "nats", redacted(o.common.NATSURL), "clickhouse", o.common.ClickHouseAddr, "database", o.common.ClickHouseDatabase, "clickhouse_version", store.ServerVersion().String(), "metrics", o.metricsAddr, "nice", o.nice, "clickhouse_thread_nice", store.ThreadNice())
-	runErr := runAll(ctx, ings)
+	runErr := ing.Run(ctx)
 	stopOps()
 	return runErr
 }

@@ -63,7 +63,7 @@ func TestParseRunWriteLane(t *testing.T) {
 }
 
 // The ingester runs below the API's CPU priority by default
-// (appconfig.IngesterNice); INGESTER_NICE or -nice changes it, 0 keeps the
+// (process.IngesterNice); INGESTER_NICE or -nice changes it, 0 keeps the
 // process as started, and a value outside 0..19 is refused, named.
 func TestParseRunNice(t *testing.T) {
 	for _, c := range []struct {

@@ -1,19 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strconv"
-	"sync"
 
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/personhub/personhub/pkg/appconfig"
-	"github.com/personhub/personhub/pkg/ingest"
+	"github.com/personhub/personhub/cmd/internal/appconfig"
 )
 
 // parsePartitions reads -partition: "all" or a comma-separated list of
@@ -40,47 +33,4 @@ func parsePartitions(list string, n int) ([]int, error) {
 		return nil, errors.New("-partition names no partition")
 	}
 	return out, nil
-}
-
-// newIngesters builds one ingester per partition this process runs; their
-// metrics carry a partition label when there are several partitions.
-func newIngesters(o *runOptions, js jetstream.JetStream, store ingest.Store, log *slog.Logger, reg prometheus.Registerer) ([]*ingest.Ingester, error) {
-	var out []*ingest.Ingester
-	for _, k := range o.partitions {
-		cfg := o.cfg
-		cfg.Partition = k
-		r, l := reg, log
-		if max(cfg.Streams.Partitions, 1) > 1 {
-			r = prometheus.WrapRegistererWith(prometheus.Labels{"partition": strconv.Itoa(k)}, reg)
-			l = log.With("partition", k)
-		}
-		ing, err := ingest.New(cfg, js, store, l, r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ing)
-	}
-	return out, nil
-}
-
-// runAll runs the ingesters until ctx ends or one fails; a failure stops
-// the others (each commits its batch in hand), and the process exits with
-// it, for its supervisor to restart.
-func runAll(ctx context.Context, ings []*ingest.Ingester) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make([]error, len(ings))
-	var wg sync.WaitGroup
-	for j, ing := range ings {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := ing.Run(ctx); err != nil {
-				errs[j] = fmt.Errorf("%s: %w", ing.Consumer(), err)
-				cancel()
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }

@@ -21,16 +21,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/personhub/personhub/cmd/internal/apiserver"
-	"github.com/personhub/personhub/pkg/appconfig"
+	"github.com/personhub/personhub/cmd/internal/appconfig"
 	"github.com/personhub/personhub/pkg/chlocal"
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/httpapi"
 	"github.com/personhub/personhub/pkg/ingest"
 	"github.com/personhub/personhub/pkg/plugin"
+	"github.com/personhub/personhub/pkg/process"
 	"github.com/personhub/personhub/pkg/stream"
-	"github.com/personhub/personhub/pkg/transform"
 )
 
 type config struct {
@@ -70,8 +69,8 @@ func parse(args []string) (*config, error) {
 	fs.StringVar(&cfg.database, "clickhouse-database", appconfig.Env("CLICKHOUSE_DATABASE", "personhub"), "ClickHouse database (env CLICKHOUSE_DATABASE)")
 	fs.StringVar(&cfg.common.LogLevel, "log-level", appconfig.Env("LOG_LEVEL", "info"), "log level (env LOG_LEVEL)")
 	fs.BoolVar(&cfg.writeLane, "write-lane", env.Bool("INGESTER_WRITE_LANE", ingest.DefaultConfig().WriteLane), "fold the API's person writes ahead of the capture backlog, recording where in the log (docs/events.md, \"The write lane\"); -write-lane=false folds them in log order (env INGESTER_WRITE_LANE)")
-	cfg.apiServer.Bind(fs, env)
-	cfg.plugins.Bind(fs)
+	appconfig.BindAPIServer(fs, env, &cfg.apiServer)
+	appconfig.BindPlugins(fs, &cfg.plugins)
 	cfg.common.LogFormat = "text"
 	if err := appconfig.Parse(fs, args, cfg.common.ValidateLogging, cfg.apiServer.Validate); err != nil {
 		return nil, err
@@ -162,22 +161,18 @@ func run() error {
 	reg := prometheus.NewRegistry()
 	ingCfg := ingest.DefaultConfig()
 	ingCfg.WriteLane = cfg.writeLane
-	// Enabled transformations run on every event before the fold.
-	if ingCfg.Hook, err = transform.NewIngestHook(ctx, js, 1, root.With("component", "ingester"), reg); err != nil {
-		return err
-	}
 	// The ingester has its own connections, as it would in its own
 	// process: a flood of reads that fills the API's pool must not hold
 	// back the fold, or every write answers 202 until the reads ebb. Its
 	// statements ask ClickHouse for the ingester's niceness, as
 	// cmd/ingester's do (chstore.Config.ThreadNice; this process itself
 	// stays at 0, the API being in it).
-	ingStore, err := chstore.Open(ctx, chstore.Config{Addr: chAddr, Database: cfg.database, ThreadNice: appconfig.IngesterNice})
+	ingStore, err := chstore.Open(ctx, chstore.Config{Addr: chAddr, Database: cfg.database, ThreadNice: process.IngesterNice})
 	if err != nil {
 		return err
 	}
 	defer ingStore.Close()
-	ing, err := ingest.New(ingCfg, js, ingStore, root.With("component", "ingester"), reg)
+	ing, err := process.NewIngester(ctx, process.IngesterConfig{Ingest: ingCfg, JS: js, Store: ingStore, Log: root.With("component", "ingester"), Reg: reg})
 	if err != nil {
 		return err
 	}
@@ -186,16 +181,16 @@ func run() error {
 	if plugins.GlobalOrganizations == "" {
 		plugins.GlobalOrganizations = boot.OrganizationID
 	}
-	api, ready, stopAPI, err := apiserver.Build(ctx, apiserver.Deps{
+	api, err := process.NewAPI(ctx, process.APIConfig{
 		Store: store, NC: nc, JS: js, Keys: cp, Log: root.With("component", "api"), Reg: reg,
 		Server: *apiServer, Plugins: *plugins, Consumer: ingest.DefaultConfig().Consumer,
 	})
 	if err != nil {
 		return err
 	}
-	defer stopAPI()
+	defer api.Close()
 	// /metrics (and health) on the ops address, never on the API's.
-	stopOps, err := appconfig.OpsServer(apiServer.MetricsAddr, reg, ready, log)
+	stopOps, err := process.OpsServer(apiServer.MetricsAddr, reg, api.Ready, log)
 	if err != nil {
 		return err
 	}

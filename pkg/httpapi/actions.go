@@ -9,9 +9,6 @@ import (
 // actionBody is the body limit of action writes (steps with filters).
 const actionBody = 1 << 20
 
-// SetActions enables the actions routes (docs/cohorts.md, "Actions").
-func (a *API) SetActions(s *action.Store) { a.actions = s }
-
 // projectItem is the project of the path and its {id} (an unknown id is
 // a 404): actions and cohorts.
 func (a *API) projectItem(r *http.Request) (uint64, uint64, error) {

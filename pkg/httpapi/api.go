@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/personhub/personhub/pkg/action"
+	"github.com/personhub/personhub/pkg/capture"
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/cohort"
 	"github.com/personhub/personhub/pkg/controlplane"
@@ -79,22 +80,51 @@ type API struct {
 	latency   *prometheus.HistogramVec
 	listTime  *prometheus.HistogramVec // persons list pages by filter kind (listFilterKind)
 	ready     func(ctx context.Context) error
-	plugins   *plugin.Service // nil: plugin routes are not served (SetPlugins)
+	plugins   *plugin.Service // nil: plugin routes are not served (plugins.go)
 	// transforms runs dry runs of transformation chains (plugin_configs/{id}/test/).
 	transforms *transform.Runtime
-	writes     *PersonWrites
-	capture    Capture         // nil: capture routes are not served (SetCapture, capture.go)
-	insights   Insights        // nil: actor routes are not served (SetInsights, insights.go)
-	actions    *action.Store   // nil: actions routes are not served (SetActions, actions.go)
-	cohorts    *cohort.Service // nil: cohorts routes are not served (SetCohorts, cohorts.go)
+	writes     *PersonWrites   // nil: person write routes are not served (person_writes.go)
+	capture    Capture         // nil: capture routes are not served (capture.go)
+	insights   Insights        // nil: actor routes are not served (insights.go)
+	actions    *action.Store   // nil: actions routes are not served (actions.go)
+	cohorts    *cohort.Service // nil: cohorts routes are not served (cohorts.go)
 	bodies     *bodySlots
 	limiter    *keyLimiter // nil: no rate limit
 	stream     time.Duration
 	deadline   time.Duration // RequestTimeout
 }
 
-// New builds the API. ready reports whether backing services answer.
-func New(cfg Config, store Persons, keys ControlPlane, logger *slog.Logger, reg prometheus.Registerer, ready func(ctx context.Context) error) (*API, error) {
+// Deps are what the API serves from, given once to New. Store, Keys, Log,
+// Reg and Ready are always needed. Each of the others enables its routes
+// when set and leaves them unserved when nil: the binaries
+// (pkg/process.NewAPI) set every one, while the capture bench and tests of
+// one family of routes build an API of that family only.
+type Deps struct {
+	Store Persons
+	Keys  ControlPlane
+	Log   *slog.Logger
+	Reg   prometheus.Registerer
+	// Ready reports whether the backing services answer (/readyz).
+	Ready func(ctx context.Context) error
+	// Writes: the person write and activity routes (person_writes.go).
+	Writes *PersonWrites
+	// Plugins: pipeline transformations and plugin configs (plugins.go).
+	Plugins *plugin.Service
+	// Capture: the public routes of the client libraries (capture.go,
+	// docs/capture.md), authenticated by a project's capture token.
+	Capture *capture.Publisher
+	// Insights: the actor routes (insights.go, docs/analysis.md).
+	Insights Insights
+	// Actions: the actions routes (actions.go, docs/cohorts.md).
+	Actions *action.Store
+	// Cohorts: the cohorts routes, persons/cohorts/ and cohort filters in
+	// the persons list (cohorts.go, docs/cohorts.md).
+	Cohorts *cohort.Service
+}
+
+// New builds the API from its settings and its dependencies.
+func New(cfg Config, d Deps) (*API, error) {
+	store, keys, logger, reg, ready := d.Store, d.Keys, d.Log, d.Reg, d.Ready
 	if cfg.BodyConcurrency <= 0 {
 		cfg.BodyConcurrency = 64
 	}
@@ -113,6 +143,22 @@ func New(cfg Config, store Persons, keys ControlPlane, logger *slog.Logger, reg 
 		}
 		a.publicURL = u
 	}
+	if d.Writes != nil {
+		w := *d.Writes
+		if w.Wait <= 0 {
+			w.Wait = 5 * time.Second
+		}
+		a.writes = &w
+	}
+	if d.Plugins != nil {
+		a.plugins = d.Plugins
+		// Dry runs only: they count nothing, so no registerer.
+		a.transforms = transform.New(transform.Limits{}, a.log, nil)
+	}
+	if d.Capture != nil { // a nil *capture.Publisher would be a non-nil Capture
+		a.capture = d.Capture
+	}
+	a.insights, a.actions, a.cohorts = d.Insights, d.Actions, d.Cohorts
 	a.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "api", Name: "requests_total", Help: "HTTP requests by route and status."}, []string{"route", "method", "status"})
 	a.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "api", Name: "request_seconds", Help: "HTTP request latency by route.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route", "method"})
 	// The list's cost depends on its filter far more than on its route:
@@ -282,7 +328,7 @@ func (a *API) routes() []route {
 	}
 
 	// Health for load balancers; /metrics is on the ops address only
-	// (appconfig.OpsServer), never on the public port.
+	// (process.OpsServer), never on the public port.
 	rs = append(rs,
 		route{Methods: []string{"GET"}, Path: "/healthz", Public: true, handler: healthz},
 		route{Methods: []string{"GET"}, Path: "/readyz", Public: true, handler: a.readyz})

@@ -25,15 +25,6 @@ type Capture interface {
 	MaxRequestBytes() int64
 }
 
-// SetCapture enables the capture routes (docs/capture.md): the public
-// client libraries send events there, authenticated by the project's
-// capture token.
-func (a *API) SetCapture(c *capture.Publisher) {
-	if c != nil {
-		a.capture = c
-	}
-}
-
 // captureEvents serves /capture/, /batch/, /e/, /i/v0/e/ and /track/:
 // events in any of the libraries' body formats, answered only after
 // JetStream acknowledged all of them.

@@ -34,15 +34,14 @@ func newCaptureEnv(t *testing.T, cfg capture.Config) *captureEnv {
 	e := newEnv(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	api, err := New(Config{}, e.store, e.cp, log, reg, e.store.Ping)
-	if err != nil {
-		t.Fatal(err)
-	}
 	pub, err := capture.NewPublisher(cfg, e.nats.JS, e.cp, log, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	api.SetCapture(pub)
+	api, err := New(Config{}, Deps{Store: e.store, Keys: e.cp, Log: log, Reg: reg, Ready: e.store.Ping, Capture: pub})
+	if err != nil {
+		t.Fatal(err)
+	}
 	seen := &requestLog{}
 	srv := httptest.NewServer(seen.wrap(api.Handler()))
 	t.Cleanup(srv.Close)

@@ -22,10 +22,6 @@ import (
 // CSV of members.
 const cohortBody = 8 << 20
 
-// SetCohorts enables the cohorts routes, persons/cohorts/ and cohort
-// filters in the persons list (docs/cohorts.md).
-func (a *API) SetCohorts(s *cohort.Service) { a.cohorts = s }
-
 // cohortJSON is PostHog's cohort shape. Membership is evaluated when read;
 // last_calculation is the time of the count (the answer's, except in
 // persons/cohorts/, which answers with the last count and is_calculating

@@ -25,8 +25,9 @@ import (
 	"github.com/personhub/personhub/pkg/stream"
 )
 
-// enableCohorts serves the actions and cohorts routes in a test API.
-func enableCohorts(t *testing.T, api *API, js jetstream.JetStream, store *chstore.Store) {
+// withCohorts sets the dependencies of the actions, cohorts and actor
+// routes in the deps of a test API.
+func withCohorts(t *testing.T, d *Deps, js jetstream.JetStream, store *chstore.Store) {
 	t.Helper()
 	actions, err := action.Open(context.Background(), js)
 	if err != nil {
@@ -38,9 +39,7 @@ func enableCohorts(t *testing.T, api *API, js jetstream.JetStream, store *chstor
 		t.Fatal(err)
 	}
 	t.Cleanup(cohorts.Close) // before ClickHouse stops (cleanups run last first)
-	api.SetActions(actions)
-	api.SetCohorts(cohorts)
-	api.SetInsights(insights)
+	d.Actions, d.Cohorts, d.Insights = actions, cohorts, insights
 }
 
 // refPerson is the reference model of a person: what the generated

@@ -48,10 +48,6 @@ func newFullAPIServer(t *testing.T, cfg Config, capCfg capture.Config, settings 
 	logs := &testenv.LockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	reg := prometheus.NewRegistry()
-	api, err := New(cfg, e.store, e.cp, log, reg, e.store.Ping)
-	if err != nil {
-		t.Fatal(err)
-	}
 	kv, err := progress.Open(ctx, e.nats.JS)
 	if err != nil {
 		t.Fatal(err)
@@ -61,18 +57,23 @@ func newFullAPIServer(t *testing.T, cfg Config, capCfg capture.Config, settings 
 		t.Fatal(err)
 	}
 	t.Cleanup(watcher.Stop)
-	api.SetPersonWrites(PersonWrites{JS: e.nats.JS, Progress: watcher, Activity: activity.New(e.store.Conn()), Deletions: deletion.NewQueue(e.store.Conn()), Wait: e.writeWait})
+	deps := Deps{Store: e.store, Keys: e.cp, Log: log, Reg: reg, Ready: e.store.Ping,
+		Writes: &PersonWrites{JS: e.nats.JS, Progress: watcher, Activity: activity.New(e.store.Conn()), Deletions: deletion.NewQueue(e.store.Conn()), Wait: e.writeWait}}
 	svc, err := plugin.Open(ctx, e.nats.JS, plugin.Options{Source: repository.Builtin(), Activity: activity.New(e.store.Conn())}, e.cp, log, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	api.SetPlugins(svc)
+	deps.Plugins = svc
 	pub, err := capture.NewPublisher(capCfg, e.nats.JS, e.cp, log, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	api.SetCapture(pub)
-	enableCohorts(t, api, e.nats.JS, e.store)
+	deps.Capture = pub
+	withCohorts(t, &deps, e.nats.JS, e.store)
+	api, err := New(cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewUnstartedServer(api.Handler())
 	if settings != nil {
 		srv.Config = settings.Server("", api.Handler())

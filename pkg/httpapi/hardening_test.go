@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -8,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/personhub/personhub/pkg/appconfig"
 	"github.com/personhub/personhub/pkg/capture"
 )
 
@@ -193,12 +194,18 @@ func TestRateLimitPerKey(t *testing.T) {
 	}
 }
 
-// TestReadyzFollowsNATSAndClickHouse: /readyz (the binaries' readiness)
-// answers 503 with Retry-After once NATS is gone.
+// TestReadyzFollowsNATS: /readyz answers 503 with Retry-After once the
+// ready check fails, here when NATS is gone, as the binaries' check
+// (process.Readiness, tested there) fails.
 func TestReadyzFollowsNATS(t *testing.T) {
 	e := newEnv(t)
 	a, _ := bareAPI(t, Config{})
-	a.ready = appconfig.Readiness(e.nats.Conn, e.store.Ping)
+	a.ready = func(ctx context.Context) error {
+		if !e.nats.Conn.IsConnected() {
+			return errors.New("nats disconnected")
+		}
+		return e.store.Ping(ctx)
+	}
 	h := a.Handler()
 	get := func() response {
 		rec := newRecorder()

@@ -81,10 +81,6 @@ func newEnvWait(t *testing.T, wait time.Duration) *env {
 
 	reg := prometheus.NewRegistry()
 	e.reg = reg
-	api, err := New(Config{}, store, cp, log, reg, store.Ping)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := stream.Ensure(ctx, n.JS, stream.Config{}); err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +94,13 @@ func newEnvWait(t *testing.T, wait time.Duration) *env {
 	}
 	t.Cleanup(watcher.Stop)
 	e.progress = watcher
-	api.SetPersonWrites(PersonWrites{JS: n.JS, Progress: watcher, Activity: activity.New(store.Conn()), Deletions: deletion.NewQueue(store.Conn()), Wait: e.writeWait})
-	enableCohorts(t, api, n.JS, store)
+	deps := Deps{Store: store, Keys: cp, Log: log, Reg: reg, Ready: store.Ping,
+		Writes: &PersonWrites{JS: n.JS, Progress: watcher, Activity: activity.New(store.Conn()), Deletions: deletion.NewQueue(store.Conn()), Wait: e.writeWait}}
+	withCohorts(t, &deps, n.JS, store)
+	api, err := New(Config{}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	e.url = srv.URL

@@ -23,9 +23,6 @@ type Insights interface {
 	Paths(ctx context.Context, project uint64, f *insight.Filter, q url.Values, page insight.Page) ([]insight.Actor, error)
 }
 
-// SetInsights enables the actor routes.
-func (a *API) SetInsights(i Insights) { a.insights = i }
-
 // actorJSON is a person of an actor answer: the persons list's JSON plus
 // PostHog's actor fields (reference §1.5); id stays the integer id.
 type actorJSON struct {

@@ -24,8 +24,8 @@ import (
 func bareAPI(t *testing.T, cfg Config) (*API, *testenv.LockedBuffer) {
 	t.Helper()
 	logs := &testenv.LockedBuffer{}
-	a, err := New(cfg, nil, nil, slog.New(slog.NewTextHandler(logs, nil)), prometheus.NewRegistry(),
-		func(context.Context) error { return nil })
+	a, err := New(cfg, Deps{Log: slog.New(slog.NewTextHandler(logs, nil)), Reg: prometheus.NewRegistry(),
+		Ready: func(context.Context) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

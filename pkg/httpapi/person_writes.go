@@ -36,14 +36,6 @@ type PersonWrites struct {
 	Wait time.Duration
 }
 
-// SetPersonWrites enables the person write and activity routes.
-func (a *API) SetPersonWrites(w PersonWrites) {
-	if w.Wait <= 0 {
-		w.Wait = 5 * time.Second
-	}
-	a.writes = &w
-}
-
 // commands is the log person writes append their commands to and wait
 // on.
 func (w *PersonWrites) commands() *command.Log {

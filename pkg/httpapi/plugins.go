@@ -9,16 +9,7 @@ import (
 	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/plugin/repository"
-	"github.com/personhub/personhub/pkg/transform"
 )
-
-// SetPlugins enables the plugin routes (pipeline transformations and
-// plugin configs), served by s. Call it before Handler.
-func (a *API) SetPlugins(s *plugin.Service) {
-	a.plugins = s
-	// Dry runs only: they count nothing, so no registerer.
-	a.transforms = transform.New(transform.Limits{}, a.log, nil)
-}
 
 // pluginJSON is a plugin as the API shows it.
 type pluginJSON struct {

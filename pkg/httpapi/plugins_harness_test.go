@@ -104,11 +104,10 @@ func newPluginEnv(t *testing.T) *pluginEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := New(Config{}, store, cp, log, reg, store.Ping)
+	api, err := New(Config{}, Deps{Store: store, Keys: cp, Log: log, Reg: reg, Ready: store.Ping, Plugins: e.svc})
 	if err != nil {
 		t.Fatal(err)
 	}
-	api.SetPlugins(e.svc)
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	e.url = srv.URL

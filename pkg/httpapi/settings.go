@@ -2,18 +2,15 @@ package httpapi
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"time"
-
-	"github.com/personhub/personhub/pkg/appconfig"
 )
 
 // Settings are the API server's settings in the binaries (cmd/api and
-// cmd/stack): flags with environment defaults, documented in
-// docs/operations.md ("API server"). Server builds the one http.Server
-// both binaries run.
+// cmd/stack), documented in docs/operations.md ("API server"); the
+// binaries bind them to flags with environment defaults. Server builds
+// the one http.Server both binaries run.
 type Settings struct {
 	// MetricsAddr serves /metrics, /healthz and /readyz (the ops address);
 	// /metrics is never on the API's own port.
@@ -25,19 +22,6 @@ type Settings struct {
 	BodyConcurrency                                           int
 	BodyWait                                                  time.Duration
 	RatePerMinute, RatePerHour                                int
-}
-
-// Bind registers the flags on fs.
-func (s *Settings) Bind(fs *flag.FlagSet, env *appconfig.EnvReader) {
-	fs.StringVar(&s.MetricsAddr, "metrics-addr", appconfig.Env("API_METRICS_ADDR", "127.0.0.1:9100"), "address of /metrics, /healthz and /readyz; /metrics is not served on the API address (env API_METRICS_ADDR)")
-	fs.DurationVar(&s.ReadHeaderTimeout, "read-header-timeout", env.Duration("API_READ_HEADER_TIMEOUT", 10*time.Second), "time a client has to send the request headers (env API_READ_HEADER_TIMEOUT)")
-	fs.DurationVar(&s.ReadTimeout, "read-timeout", env.Duration("API_READ_TIMEOUT", 30*time.Second), "time a client has to send the whole request, body included (env API_READ_TIMEOUT)")
-	fs.DurationVar(&s.WriteTimeout, "write-timeout", env.Duration("API_WRITE_TIMEOUT", 60*time.Second), "time to answer a request; streaming CSV exports: for each chunk (env API_WRITE_TIMEOUT)")
-	fs.DurationVar(&s.IdleTimeout, "idle-timeout", env.Duration("API_IDLE_TIMEOUT", 120*time.Second), "how long an idle keep-alive connection stays open (env API_IDLE_TIMEOUT)")
-	fs.IntVar(&s.BodyConcurrency, "body-concurrency", env.Int("API_BODY_CONCURRENCY", 64), "request bodies read at once; others wait up to -body-wait, then 503 (env API_BODY_CONCURRENCY)")
-	fs.DurationVar(&s.BodyWait, "body-wait", env.Duration("API_BODY_WAIT", 10*time.Second), "how long a request body waits to be read before 503 (env API_BODY_WAIT)")
-	fs.IntVar(&s.RatePerMinute, "rate-per-minute", env.Int("API_RATE_PER_MINUTE", DefaultRatePerMinute), "requests a personal API key may burst, refilled over a minute; 0: no limit (env API_RATE_PER_MINUTE)")
-	fs.IntVar(&s.RatePerHour, "rate-per-hour", env.Int("API_RATE_PER_HOUR", DefaultRatePerHour), "requests a personal API key may make, refilled over an hour; 0: no limit (env API_RATE_PER_HOUR)")
 }
 
 // Validate checks the settings.

@@ -45,16 +45,14 @@ func newTransformEnv(t *testing.T) *transformEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := New(Config{}, e.store, e.cp, log, reg, e.store.Ping)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api.SetPlugins(svc)
 	pub, err := capture.NewPublisher(capture.Config{}, e.nats.JS, e.cp, log, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	api.SetCapture(pub)
+	api, err := New(Config{}, Deps{Store: e.store, Keys: e.cp, Log: log, Reg: reg, Ready: e.store.Ping, Plugins: svc, Capture: pub})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	return &transformEnv{env: e, apiURL: srv.URL}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -17,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/personhub/personhub/pkg/activity"
-	"github.com/personhub/personhub/pkg/appconfig"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/plugin/repository"
 )
@@ -27,19 +25,12 @@ type Organizations interface {
 	GetOrganization(ctx context.Context, id string) (controlplane.Organization, error)
 }
 
-// Settings are the binaries' plugin settings (flags with environment
-// defaults).
+// Settings are the binaries' plugin settings (cmd/ binds them to flags
+// with environment defaults).
 type Settings struct {
 	Repository          string // PLUGIN_REPOSITORY: "" (builtin), a base URL, or a folder
 	LocalDir            string // PLUGIN_LOCAL_DIR: base folder of file: plugins; "" disables them
 	GlobalOrganizations string // PLUGIN_GLOBAL_ORGANIZATIONS: comma-separated organization ids
-}
-
-// Bind registers the plugin flags on fs.
-func (c *Settings) Bind(fs *flag.FlagSet) {
-	fs.StringVar(&c.Repository, "plugin-repository", appconfig.Env("PLUGIN_REPOSITORY", ""), "plugin index and archives: a base URL, a local folder, or empty for the builtin index (env PLUGIN_REPOSITORY)")
-	fs.StringVar(&c.LocalDir, "plugin-local-dir", appconfig.Env("PLUGIN_LOCAL_DIR", ""), "folder that file: plugin URLs must be inside; empty disables local plugins (env PLUGIN_LOCAL_DIR)")
-	fs.StringVar(&c.GlobalOrganizations, "plugin-global-organizations", appconfig.Env("PLUGIN_GLOBAL_ORGANIZATIONS", ""), "comma-separated ids of the organizations that may manage global plugins (env PLUGIN_GLOBAL_ORGANIZATIONS)")
 }
 
 // Open builds the service from the settings; activity goes to the

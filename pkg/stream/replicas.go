@@ -9,7 +9,7 @@ import (
 // Replicated returns js creating the KV buckets and object stores whose
 // configuration names no replica count with n replicas (docs/operations.md,
 // "On a NATS cluster"). Every binary's connection goes through it
-// (appconfig.Common.NATS, NATS_REPLICAS), so the control plane, actions,
+// (the binaries' NATS connection, NATS_REPLICAS), so the control plane, actions,
 // cohorts, plugins and transformation versions created on a cluster
 // survive the loss of a server without each package taking a setting.
 // A bucket whose configuration sets replicas (the ingester's, from

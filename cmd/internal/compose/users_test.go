@@ -8,24 +8,21 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/personhub/personhub/cmd/internal/apiserver"
 	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/command"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/deletion"
 	"github.com/personhub/personhub/pkg/ingest"
 	"github.com/personhub/personhub/pkg/plugin"
+	"github.com/personhub/personhub/pkg/process"
 	"github.com/personhub/personhub/pkg/stream"
 	"github.com/personhub/personhub/pkg/testenv"
-	"github.com/personhub/personhub/pkg/transform"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -67,18 +64,16 @@ func runAsComposeUsers(t *testing.T, parts int) {
 		}
 	})
 
-	// The ingesters, wired as cmd/ingester run wires them.
+	// The ingesters, built as cmd/ingester run builds them.
 	startIngesters(t, n, store, parts, log)
 
-	// The API, wired as cmd/api run wires it, once the ingester has made
-	// the streams (docs/operations.md: start the ingester first).
+	// The API, built as cmd/api builds it (it upgrades the streams), once
+	// the ingester has made them (docs/operations.md: start the ingester
+	// first).
 	apiNC, apiJS := n.Connect(t, "api")
 	testenv.WaitFor(t, 30*time.Second, "partitioned streams", func() (bool, error) {
 		return stream.CheckPartitions(ctx, apiJS, parts) == nil, nil
 	})
-	if err := stream.Upgrade(ctx, apiJS, log); err != nil {
-		t.Fatalf("api upgrades the streams: %v", err)
-	}
 	cp, err := controlplane.Open(ctx, apiJS, log)
 	if err != nil {
 		t.Fatalf("api opens the control plane: %v", err)
@@ -102,7 +97,7 @@ func runAsComposeUsers(t *testing.T, parts int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, _, stopAPI, err := apiserver.Build(ctx, apiserver.Deps{
+	api, err := process.NewAPI(ctx, process.APIConfig{
 		Store: store, NC: apiNC, JS: apiJS, Keys: cp, Log: log, Reg: prometheus.NewRegistry(),
 		Consumer: ingest.DefaultConfig().Consumer, Partitions: parts, WriteWait: 10 * time.Second,
 	})
@@ -110,7 +105,7 @@ func runAsComposeUsers(t *testing.T, parts int) {
 		t.Fatalf("api starts: %v", err)
 	}
 	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(func() { srv.Close(); stopAPI() })
+	t.Cleanup(func() { srv.Close(); api.Close() })
 	c := client{t: t, base: srv.URL, key: secret}
 
 	// A plugin config enable publishes project A's chain.
@@ -165,12 +160,12 @@ func runAsComposeUsers(t *testing.T, parts int) {
 	waitPersons(t, store, projA.ID, `alice {"plan":"pro","tagged":"yes"}`)
 	dcfg := deletion.DefaultConfig()
 	dcfg.Partitions, dcfg.Schedule = parts, ""
-	runner, err := deletion.New(store.Conn(), dcfg, log, prometheus.NewRegistry())
+	deleter, err := process.NewDeleter(process.DeleterConfig{Deletion: dcfg, Store: store, Log: log, Reg: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, 30*time.Second, "the deleter's run", func() (bool, error) {
-		sum, err := runner.RunOnce(ctx)
+		sum, err := deleter.RunOnce(ctx)
 		return err == nil && sum.Verified == 1, err
 	})
 	// The PATCH is recorded as a $set event of alice's; bob's pageview is
@@ -184,7 +179,8 @@ func runAsComposeUsers(t *testing.T, parts int) {
 }
 
 // startIngesters runs one ingester per partition on one connection as the
-// ingester user, with the transformation hook, until the test ends.
+// ingester user, built as cmd/ingester builds them (with the
+// transformation hook), until the test ends.
 func startIngesters(t *testing.T, n *testenv.ComposeNATS, store *chstore.Store, parts int, log *slog.Logger) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -199,30 +195,20 @@ func startIngesters(t *testing.T, n *testenv.ComposeNATS, store *chstore.Store, 
 	if !cfg.WriteLane {
 		t.Fatal("the write lane is off by default; this test runs what compose runs")
 	}
-	hook, err := transform.NewIngestHook(ctx, js, cfg.Streams.Replicas, log, reg)
+	ing, err := process.NewIngester(ctx, process.IngesterConfig{Ingest: cfg, JS: js, Store: store, Log: log, Reg: reg})
 	if err != nil {
-		t.Fatalf("ingester opens the transformation stores: %v", err)
+		t.Fatalf("ingester starts: %v", err)
 	}
-	cfg.Hook = hook
-	var wg sync.WaitGroup
-	for k := range parts {
-		pc := cfg
-		pc.Partition = k
-		ing, err := ingest.New(pc, js, store, log, prometheus.WrapRegistererWith(prometheus.Labels{"partition": strconv.Itoa(k)}, reg))
-		if err != nil {
-			t.Fatal(err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := ing.Run(ctx); err != nil {
+			t.Errorf("ingesters: %v", err)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := ing.Run(ctx); err != nil {
-				t.Errorf("ingester partition %d: %v", k, err)
-			}
-		}()
-	}
+	}()
 	t.Cleanup(func() {
 		cancel()
-		wg.Wait()
+		<-done
 		// The server answers a ping after the errors of what was sent
 		// before it, so the violations of the stop are reported by now.
 		_ = nc.Flush()

@@ -1,4 +1,4 @@
-package appconfig_test
+package process_test
 
 import (
 	"os"
@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/personhub/personhub/pkg/appconfig"
+	"github.com/personhub/personhub/pkg/process"
 )
 
 // threadNices reads the nice value of every thread of this process
@@ -40,7 +40,7 @@ func threadNices(t *testing.T) map[string]int {
 
 // TestNiceChild runs in the child process of TestSetNiceEveryThread only.
 func TestNiceChild(t *testing.T) {
-	if os.Getenv("APPCONFIG_NICE_CHILD") == "" {
+	if os.Getenv("PROCESS_NICE_CHILD") == "" {
 		t.Skip("runs as TestSetNiceEveryThread's child")
 	}
 	// Threads started before SetNice (each locked goroutine holds one).
@@ -58,7 +58,7 @@ func TestNiceChild(t *testing.T) {
 		wg.Wait()
 	}
 	start(4)
-	if err := appconfig.SetNice(7); err != nil {
+	if err := process.SetNice(7); err != nil {
 		t.Fatal(err)
 	}
 	start(4) // and after it: they must inherit the value
@@ -83,7 +83,7 @@ func TestSetNiceEveryThread(t *testing.T) {
 		}
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestNiceChild$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "APPCONFIG_NICE_CHILD=1")
+	cmd.Env = append(os.Environ(), "PROCESS_NICE_CHILD=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestNiceChild") {
 		t.Fatalf("child: %v\n%s", err, out)
@@ -92,11 +92,11 @@ func TestSetNiceEveryThread(t *testing.T) {
 
 func TestSetNiceRange(t *testing.T) {
 	for _, n := range []int{-1, 20} {
-		if err := appconfig.SetNice(n); err == nil {
+		if err := process.SetNice(n); err == nil {
 			t.Errorf("SetNice(%d): no error", n)
 		}
 	}
-	if err := appconfig.SetNice(0); err != nil {
+	if err := process.SetNice(0); err != nil {
 		t.Errorf("SetNice(0): %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package appconfig
+package process
 
 import (
 	"errors"
