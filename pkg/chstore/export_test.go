@@ -3,6 +3,8 @@ package chstore
 import (
 	"context"
 	"time"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // ValueRecounts reports how many full and partial recounts
@@ -22,7 +24,7 @@ func (s *Store) ReserveEventProperties(ctx context.Context, rows, size int) (boo
 		return false, err
 	}
 	defer batch.Abort()
-	return reserveStrings(batch, 8, rows, size), nil
+	return statement.ReserveStrings(batch, 8, rows, size), nil
 }
 
 // EmailGrams is emailGrams (grams.go), for the migration's test.
@@ -125,13 +127,6 @@ func (s *Store) WithoutRowCache() *Store {
 	c.rows = newRowCache(-1)
 	return &c
 }
-
-// KeyReadCtx and LoaderCtx are the contexts of the API's key reads and of
-// the fold's lookups, for the test of their priorities.
-var (
-	KeyReadCtx = keyReadCtx
-	LoaderCtx  = loaderCtx
-)
 
 // SetMarkClock sets the clock of the pages kept by watermark
 // (listmark.go), and MarkHits is how many pages they answered.

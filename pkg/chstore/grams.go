@@ -7,6 +7,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/propfilter"
 )
@@ -101,8 +102,8 @@ func (s *Store) writePersonEmailGrams(ctx context.Context, persons []fold.Person
 	}
 	// The driver would grow both string columns by doubling (they were
 	// half of the grams' allocation in G1).
-	reserveStrings(batch, 1, n, gramBytes)
-	reserveStrings(batch, 4, n, emailBytes)
+	statement.ReserveStrings(batch, 1, n, gramBytes)
+	statement.ReserveStrings(batch, 4, n, emailBytes)
 	for i, col := range []any{projects, grams, ids, versions, emails} {
 		if err := batch.Column(i).Append(col); err != nil {
 			batch.Abort()
@@ -224,7 +225,7 @@ func probeCtx(ctx context.Context, p gramProbe) context.Context {
 	if len(p.grams) == 0 {
 		return ctx
 	}
-	return boundCtx(ctx, clickhouse.Settings{"optimize_move_to_prewhere": 0, "max_block_size": minGramCap, "max_threads": 1, "priority": keyReadPriority})
+	return statement.Bound(ctx, clickhouse.Settings{"optimize_move_to_prewhere": 0, "max_block_size": minGramCap, "max_threads": 1, "priority": statement.KeyReadPriority})
 }
 
 // spread is at most n of grams, evenly spaced, the first and last kept

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // The sizes of search='s probed grams (grams.go), kept per process. A
@@ -181,9 +183,9 @@ func (g *gramSizes) loadCensus(project uint64) {
 // gramCensus reads the size of each gram of at least censusFloor rows in
 // project's person_email_grams (rows, as the probes count them: old
 // versions too, which a search's read passes over as well). One thread,
-// at backgroundPriority: it pauses while the API's reads by key run.
+// at statement.BackgroundPriority: it pauses while the API's reads by key run.
 func (s *Store) gramCensus(ctx context.Context, project uint64) (map[string]uint64, error) {
-	rows, err := s.conn.Query(boundCtx(ctx, clickhouse.Settings{"max_threads": 1, "priority": backgroundPriority}), `SELECT gram, count() AS n FROM person_email_grams
+	rows, err := s.conn.Query(statement.Bound(ctx, clickhouse.Settings{"max_threads": 1, "priority": statement.BackgroundPriority}), `SELECT gram, count() AS n FROM person_email_grams
 		WHERE project_id = ? AND gram != '' GROUP BY gram HAVING n >= ?`, project, uint64(censusFloor))
 	if err != nil {
 		return nil, err

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // HourlyCountsSQL is the counts events_hourly holds (schema 0014), taken
@@ -38,9 +40,9 @@ func HourlyCountsSQL(where string) string {
 // partition's keys, and runs this before the retry's insert. A restore
 // interrupted midway runs again with the same result, since it only
 // brings the sums to the count.
-// astElements bounds the AST of restoreHourly's statement: a chunk of
+// astElements bounds the AST of restoreHourly's statement: a chunk (statement.Chunk) of
 // keys, each some 12 elements, with room to spare.
-const astElements = 16 * chunk
+const astElements = 16 * statement.Chunk
 
 func (s *Store) restoreHourly(ctx context.Context, rows []EventRow, written map[uint64]bool) error {
 	type key struct {
@@ -66,7 +68,7 @@ func (s *Store) restoreHourly(ctx context.Context, rows []EventRow, written map[
 	// default 50,000 (the statement failed at a full batch's 20k keys, and
 	// the ingester retried the batch for ever); raised for this statement
 	// only (both settings exist on 18.16 and 24.x).
-	ctx = boundCtx(ctx, clickhouse.Settings{"max_ast_elements": astElements, "max_expanded_ast_elements": astElements})
+	ctx = statement.Bound(ctx, clickhouse.Settings{"max_ast_elements": astElements, "max_expanded_ast_elements": astElements})
 	for project, keys := range byProject {
 		all := make([]any, 0, len(keys))
 		var minHour, maxHour uint32
@@ -77,8 +79,8 @@ func (s *Store) restoreHourly(ctx context.Context, rows []EventRow, written map[
 			}
 			maxHour = max(maxHour, k.hour)
 		}
-		for start := 0; start < len(all); start += chunk {
-			part := clickhouse.GroupSet{Value: all[start:min(start+chunk, len(all))]}
+		for start := 0; start < len(all); start += statement.Chunk {
+			part := clickhouse.GroupSet{Value: all[start:min(start+statement.Chunk, len(all))]}
 			// The hour range prunes both tables' month partitions; the
 			// keys select the rows.
 			counted := HourlyCountsSQL("project_id = ? AND timestamp >= toDateTime(?) AND timestamp < toDateTime(?) " +
@@ -123,7 +125,7 @@ func (s *Store) restoreFirstSeq(ctx context.Context, rows []EventRow, written ma
 			hours[hour] = r.Seq
 		}
 	}
-	ctx = loaderCtx(ctx)
+	ctx = statement.Loader(ctx)
 	for project, hours := range lowest {
 		hs, seqs := make([]uint32, 0, len(hours)), make([]uint64, 0, len(hours))
 		for h, seq := range hours {

@@ -8,28 +8,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/ext"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/google/uuid"
 
 	"github.com/personhub/personhub/pkg/activity"
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/propfilter"
 	"github.com/personhub/personhub/pkg/propjson"
 )
-
-// chunk bounds the keys in one IN list spliced into a statement by the
-// driver (restoreHourly, the intents' checks): such reads raise
-// max_query_size (boundCtx). The fold's lookups send theirs as an
-// external table instead (keyTable).
-const chunk = 50_000
-
-// loaderCtx runs the ingester's lookups at a lower priority than the
-// API's key reads (keyReadCtx).
-func loaderCtx(ctx context.Context) context.Context {
-	return boundCtx(ctx, clickhouse.Settings{"priority": loaderPriority})
-}
 
 // keyTable is a lookup's keys as an external table of one column, key.
 // Spliced into the statement as an IN list, a batch's ids were parsed by
@@ -43,7 +31,7 @@ func keyTable[T any](ctx context.Context, typ string, keys []T) (context.Context
 	if _, err := tbl.Block().Columns[0].Append(keys); err != nil {
 		return nil, err
 	}
-	return WithExternalTables(loaderCtx(ctx), tbl), nil
+	return WithExternalTables(statement.Loader(ctx), tbl), nil
 }
 
 // LoadDistinctIDs implements fold.Loader.
@@ -373,14 +361,14 @@ func (s *Store) writeEvents(ctx context.Context, events []EventRow) error {
 		times[i], millis[i], props[i], seqs[i] = e.Timestamp, uint16(e.Timestamp.Nanosecond()/1e6), e.Properties, e.Seq
 		size, nameSize, distinctSize = size+len(e.Properties), nameSize+len(e.Event), distinctSize+len(e.DistinctID)
 	}
-	reserveStrings(batch, 2, n, nameSize)     // event
-	reserveStrings(batch, 3, n, distinctSize) // distinct_id
-	reserveStrings(batch, 8, n, size)         // properties
+	statement.ReserveStrings(batch, 2, n, nameSize)     // event
+	statement.ReserveStrings(batch, 3, n, distinctSize) // distinct_id
+	statement.ReserveStrings(batch, 8, n, size)         // properties
 	// In the statement's column order.
 	for i, col := range []any{projects, ids, names, distinct, persons, personUUIDs, times, millis, props, seqs} {
 		if err := batch.Column(i).Append(col); err != nil {
 			batch.Abort()
-			return Classify(err)
+			return statement.Classify(err)
 		}
 	}
 	return batch.Send()
@@ -419,12 +407,12 @@ func (s *Store) writePersons(ctx context.Context, persons []fold.PersonRow) erro
 		identified[i], deleted[i] = boolByte(p.IsIdentified), boolByte(p.IsDeleted)
 		size += len(props[i])
 	}
-	reserveStrings(batch, 3, n, size) // properties
+	statement.ReserveStrings(batch, 3, n, size) // properties
 	// In the statement's column order.
 	for i, col := range []any{projects, ids, uuids, props, keys, values, dids, created, identified, deleted, versions} {
 		if err := batch.Column(i).Append(col); err != nil {
 			batch.Abort()
-			return Classify(err)
+			return statement.Classify(err)
 		}
 	}
 	return batch.Send()
@@ -550,14 +538,4 @@ func boolByte(b bool) uint8 {
 		return 1
 	}
 	return 0
-}
-
-// set binds a list as a parenthesised group for IN; a plain slice binds as
-// an array, which ClickHouse 18.16 does not accept after IN.
-func set[T any](values []T) clickhouse.GroupSet {
-	out := make([]any, len(values))
-	for i, v := range values {
-		out[i] = v
-	}
-	return clickhouse.GroupSet{Value: out}
 }

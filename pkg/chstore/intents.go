@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // WriteIntent records, before a batch's rows are written, that a consumer
@@ -52,7 +54,7 @@ func (s *Store) WrittenEvents(ctx context.Context, rows []EventRow) (map[uint64]
 		sp.minSeq, sp.maxSeq = min(sp.minSeq, r.Seq), max(sp.maxSeq, r.Seq)
 		sp.minTime, sp.maxTime = min(sp.minTime, r.Timestamp.Unix()), max(sp.maxTime, r.Timestamp.Unix())
 	}
-	ctx = loaderCtx(ctx)
+	ctx = statement.Loader(ctx)
 	out := map[uint64]bool{}
 	for project, sp := range byProject {
 		keys := make([]key, 0, len(sp.pairs))
@@ -62,8 +64,8 @@ func (s *Store) WrittenEvents(ctx context.Context, rows []EventRow) (map[uint64]
 		sort.Slice(keys, func(i, j int) bool {
 			return keys[i].date < keys[j].date || keys[i].date == keys[j].date && keys[i].event < keys[j].event
 		})
-		for start := 0; start < len(keys); start += chunk {
-			part := keys[start:min(start+chunk, len(keys))]
+		for start := 0; start < len(keys); start += statement.Chunk {
+			part := keys[start:min(start+statement.Chunk, len(keys))]
 			pairs := make([]any, len(part))
 			for i, k := range part {
 				pairs[i] = clickhouse.GroupSet{Value: []any{k.date, k.event}}
@@ -113,10 +115,10 @@ func (s *Store) RestoreCopies(ctx context.Context, rows []EventRow, written map[
 			byProject[r.ProjectID] = append(byProject[r.ProjectID], r)
 		}
 	}
-	ctx = loaderCtx(ctx)
+	ctx = statement.Loader(ctx)
 	for project, all := range byProject {
-		for start := 0; start < len(all); start += chunk {
-			part := all[start:min(start+chunk, len(all))]
+		for start := 0; start < len(all); start += statement.Chunk {
+			part := all[start:min(start+statement.Chunk, len(all))]
 			seqs := make([]uint64, len(part))
 			dids := map[string]bool{}
 			var didList []string
@@ -138,7 +140,7 @@ func (s *Store) RestoreCopies(ctx context.Context, rows []EventRow, written map[
 				WHERE project_id = ? AND timestamp >= toDateTime(?) AND timestamp <= toDateTime(?) AND seq IN ?
 				  AND visitParamHas(properties, '$actor') = 0
 				  AND seq NOT IN (SELECT seq FROM events_by_distinct_id WHERE project_id = ? AND distinct_id IN ? AND seq >= ? AND seq <= ?)`,
-				project, minTime, maxTime, set(seqs), project, set(didList), lo, hi)
+				project, minTime, maxTime, statement.Set(seqs), project, statement.Set(didList), lo, hi)
 			if err != nil {
 				return wrap("restore events_by_distinct_id", err)
 			}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // A page near the list's start in one statement (h/g5b, h/g5b3). Each
@@ -124,7 +126,7 @@ func (s *Store) pageRows(ctx context.Context, project uint64, page []pageRow) (l
 		return list, true, nil
 	}
 	found, vs, err := s.queryVersioned(ctx, project, "SELECT "+personColumns+", version FROM persons PREWHERE project_id = ? AND id IN ? WHERE version IN ?",
-		project, set(ids), set(versions))
+		project, statement.Set(ids), statement.Set(versions))
 	if err != nil {
 		return nil, false, fmt.Errorf("list persons: %w", err)
 	}

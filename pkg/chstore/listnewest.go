@@ -5,6 +5,8 @@ import (
 	"context"
 	"slices"
 	"sync"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // Settling candidates by version (issue #12, G5d). A candidate (the
@@ -286,7 +288,7 @@ func (s *Store) readNewest(ctx context.Context, projectID uint64, parts []active
 		names[i] = p.name
 	}
 	rows, err := s.conn.Query(ctx, "SELECT id, version, is_deleted, toUInt32(created_at) FROM persons PREWHERE project_id = ? WHERE _part IN ?",
-		projectID, set(names))
+		projectID, statement.Set(names))
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/ext"
 
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/propfilter"
 )
 
@@ -156,7 +157,7 @@ func (s *Store) materialiseRows(ctx context.Context, q ListQuery, ordered []prop
 		versions = append(versions, c.version)
 	}
 	found, err := s.queryPersons(ctx, "SELECT "+personColumns+" FROM persons PREWHERE project_id = ? AND id IN ? WHERE version IN ?",
-		q.ProjectID, set(ids), set(versions))
+		q.ProjectID, statement.Set(ids), statement.Set(versions))
 	if err != nil {
 		return nil, err
 	}

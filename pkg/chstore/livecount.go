@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/fold"
 )
@@ -309,7 +310,7 @@ func (s *Store) versionsAbove(ctx context.Context, table string, seq uint64) (ma
 
 // storedCounts returns the newest count row of each project that has one.
 func (s *Store) storedCounts(ctx context.Context, projects []uint64) (map[uint64]projectCount, error) {
-	rows, err := s.conn.Query(ctx, "SELECT project_id, argMax(live, version), argMax(newest, version) FROM person_counts WHERE project_id IN ? GROUP BY project_id", set(projects))
+	rows, err := s.conn.Query(ctx, "SELECT project_id, argMax(live, version), argMax(newest, version) FROM person_counts WHERE project_id IN ? GROUP BY project_id", statement.Set(projects))
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +333,7 @@ func (s *Store) storedCounts(ctx context.Context, projects []uint64) (map[uint64
 // never counted, or holding rows of an uncommitted batch.
 func (s *Store) countLiveAt(ctx context.Context, project, t uint64) (projectCount, error) {
 	var k projectCount
-	err := s.conn.QueryRow(readCtx(ctx), `SELECT countIf(if(id >= ?, toUInt64(intDiv(id - ?, ?)), id) <= ? AND NOT (is_deleted = 1 AND version <= ?)), max(created_at)
+	err := s.conn.QueryRow(statement.Read(ctx), `SELECT countIf(if(id >= ?, toUInt64(intDiv(id - ?, ?)), id) <= ? AND NOT (is_deleted = 1 AND version <= ?)), max(created_at)
 		FROM persons FINAL WHERE project_id = ?`, fold.SplitPersonIDsBase, fold.SplitPersonIDsBase, event.MaxSplitPerEvent, t, t, project).Scan(&k.live, &k.newest)
 	return k, err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/propfilter"
 	"github.com/personhub/personhub/pkg/propjson"
 )
@@ -40,54 +41,6 @@ type ListQuery struct {
 	// Mark is the ingester's watermark read before the query: an
 	// unfiltered page is kept by it (listmark.go).
 	Mark Watermark
-}
-
-// readCtx keeps filters after FINAL: moving a WHERE on a non-key column to
-// PREWHERE would test old versions of a row (ClickHouse 18.16). Filter
-// values may be long (boundCtx).
-func readCtx(ctx context.Context) context.Context {
-	return boundCtx(ctx, clickhouse.Settings{"optimize_move_to_prewhere": 0})
-}
-
-// ClickHouse query priorities (the `priority` setting, on 18.16 and
-// current versions: 1 is the highest, 0 takes no part). While a query of
-// a higher priority runs, one of a lower priority pauses between blocks
-// (up to a second each time), so its threads leave the CPU to the other.
-// A user waiting for a person or a list page outranks the fold's lookups
-// (G4: GET person while ingesting); analysis, exports and the ingester's
-// inserts and merges take no part. The cost is the ingester's: its
-// lookups wait while API reads run (docs/performance.md, "h/reads").
-// Background reads the API makes for itself (search='s gram census) come
-// last, behind both.
-const (
-	keyReadPriority    = 1
-	loaderPriority     = 2
-	backgroundPriority = 3
-)
-
-// keyReadCtx is readCtx for the API's reads by key (GET person, the list's
-// page), at keyReadPriority.
-func keyReadCtx(ctx context.Context) context.Context {
-	return boundCtx(ctx, clickhouse.Settings{"optimize_move_to_prewhere": 0, "priority": keyReadPriority})
-}
-
-// MaxQuerySize is the max_query_size of statements with bound values. The
-// driver splices bound values into the statement's text, so a long filter
-// value or a batch's id list would exceed ClickHouse's default of 256 KiB
-// of SQL. 32 MiB is far above what one request can carry (Go's HTTP
-// server reads at most 1 MiB of request line and headers by default).
-const MaxQuerySize = 32 << 20
-
-// boundCtx returns ctx with the settings of a statement with bound values
-// (max_query_size) and extra ones. It is the one place that sets them:
-// the driver keeps one settings map per context, so settings applied in
-// two steps would replace each other.
-func boundCtx(ctx context.Context, extra clickhouse.Settings) context.Context {
-	settings := clickhouse.Settings{"max_query_size": MaxQuerySize}
-	for k, v := range extra {
-		settings[k] = v
-	}
-	return clickhouse.Context(ctx, clickhouse.WithSettings(settings))
 }
 
 const personColumns = "id, uuid, properties, distinct_ids, created_at, is_identified"
@@ -157,7 +110,7 @@ const fewMatches = 200
 // ones (properties, distinct ids) are then read for the page's persons
 // only, not for every person of the project the sort passes over.
 func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
-	ctx = keyReadCtx(ctx)
+	ctx = statement.KeyRead(ctx)
 	if q.unfiltered() && q.Limit > 0 {
 		list, total, ok, err := s.listUnfiltered(ctx, q, true)
 		if ok || err != nil {
@@ -278,7 +231,7 @@ func (s *Store) getPerson(ctx context.Context, cond string, projectID uint64, ke
 	// never changes between versions (uuid), so it filters before FINAL
 	// (PREWHERE: the wide columns are read for the person's granules
 	// only); is_deleted must be tested after it.
-	list, err := s.queryPersons(keyReadCtx(ctx),
+	list, err := s.queryPersons(statement.KeyRead(ctx),
 		"SELECT "+personColumns+" FROM persons FINAL PREWHERE project_id = ? AND "+cond+" WHERE is_deleted = 0 ORDER BY id DESC LIMIT 1",
 		projectID, key)
 	if err != nil {
@@ -364,11 +317,11 @@ func (s *Store) PersonEvents(ctx context.Context, projectID uint64, distinctIDs 
 	if len(distinctIDs) == 0 {
 		return nil, nil
 	}
-	rows, err := s.conn.Query(boundCtx(ctx, nil), `SELECT event, timestamp, timestamp_ms, properties FROM (
+	rows, err := s.conn.Query(statement.Bound(ctx, nil), `SELECT event, timestamp, timestamp_ms, properties FROM (
 			SELECT event, timestamp, timestamp_ms, properties, seq FROM events FINAL
 			WHERE project_id = ? AND distinct_id IN ? AND timestamp <= ?
 			ORDER BY seq DESC LIMIT ?) ORDER BY seq`,
-		projectID, set(distinctIDs), until.UTC(), MaxTimelineEvents)
+		projectID, statement.Set(distinctIDs), until.UTC(), MaxTimelineEvents)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // Config says where ClickHouse is and how the pool behaves. Zero values
@@ -118,21 +120,21 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	boot, err := clickhouse.Open(opts)
 	if err != nil {
-		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, Classify(err))
+		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, statement.Classify(err))
 	}
 	if err := boot.Ping(ctx); err != nil {
 		boot.Close()
-		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, Classify(err))
+		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, statement.Classify(err))
 	}
 	version, err := serverVersion(ctx, boot)
 	if err != nil {
 		boot.Close()
-		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, Classify(err))
+		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, statement.Classify(err))
 	}
 	err = boot.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+quoteIdent(cfg.Database))
 	if err != nil {
 		boot.Close()
-		return nil, fmt.Errorf("create database %s: %w", cfg.Database, Classify(err))
+		return nil, fmt.Errorf("create database %s: %w", cfg.Database, statement.Classify(err))
 	}
 	settings := clickhouse.Settings{}
 	threadNice := 0
@@ -140,7 +142,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		ok, err := optionalSetting(ctx, boot, threadNiceSetting, cfg.ThreadNice)
 		if err != nil {
 			boot.Close()
-			return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, Classify(err))
+			return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, statement.Classify(err))
 		}
 		if ok {
 			threadNice = cfg.ThreadNice
@@ -157,7 +159,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	syncInserts, err := optionalSetting(ctx, boot, asyncInsertSetting, 0)
 	if err != nil {
 		boot.Close()
-		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, Classify(err))
+		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, statement.Classify(err))
 	}
 	if syncInserts {
 		settings[asyncInsertSetting] = 0
@@ -169,7 +171,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	opts.Auth.Database = cfg.Database
 	conn, err := clickhouse.Open(opts)
 	if err != nil {
-		return nil, Classify(err)
+		return nil, statement.Classify(err)
 	}
 	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
 	s := &Store{conn: &classifyingConn{Conn: conn, gate: g, database: cfg.Database, record: os.Getenv(RecordEnv)}, database: cfg.Database, version: version, threadNice: threadNice, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex(),
