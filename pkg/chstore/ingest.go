@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/personhub/personhub/pkg/activity"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/propfilter"
@@ -92,19 +93,6 @@ func (s *Store) LoadPersons(ctx context.Context, projectID uint64, ids []uint64)
 	return out, rows.Err()
 }
 
-// EventRow is one row of the events table.
-type EventRow struct {
-	ProjectID  uint64
-	UUID       uuid.UUID
-	Event      string
-	DistinctID string
-	PersonID   uint64
-	PersonUUID uuid.UUID
-	Timestamp  time.Time
-	Properties string
-	Seq        uint64
-}
-
 // BatchMarker is the commit record of one ingester batch.
 type BatchMarker struct {
 	Consumer              string
@@ -131,7 +119,7 @@ type BatchMarker struct {
 // the person rows that show it applied), then persons, then distinct ids
 // with their overrides and warnings, and last the marker that commits the
 // batch.
-func (s *Store) WriteBatch(ctx context.Context, events []EventRow, b fold.Batch, m BatchMarker) error {
+func (s *Store) WriteBatch(ctx context.Context, events []eventstore.Row, b fold.Batch, m BatchMarker) error {
 	// The live counts are read as of the commit point before the rows
 	// and written after them, before the marker (livecount.go).
 	counts := s.counts.of(m.Consumer)
@@ -166,13 +154,13 @@ func (s *Store) WriteBatch(ctx context.Context, events []EventRow, b fold.Batch,
 // WriteRows writes a batch's rows without committing it (no marker). Whose
 // batch is not said, so every consumer's counts look for rows above their
 // commit point before their next batch (tests write crashed batches so).
-func (s *Store) WriteRows(ctx context.Context, events []EventRow, b fold.Batch) error {
+func (s *Store) WriteRows(ctx context.Context, events []eventstore.Row, b fold.Batch) error {
 	return s.writeRows(ctx, events, b, nil)
 }
 
 // writeRows writes the rows of a batch of the consumer counts belongs to
 // (nil: unknown).
-func (s *Store) writeRows(ctx context.Context, events []EventRow, b fold.Batch, counts *liveCounts) error {
+func (s *Store) writeRows(ctx context.Context, events []eventstore.Row, b fold.Batch, counts *liveCounts) error {
 	// Rows above the commit point until a marker says otherwise.
 	if counts != nil {
 		counts.written()
@@ -187,7 +175,7 @@ func (s *Store) writeRows(ctx context.Context, events []EventRow, b fold.Batch, 
 	pieces := personPieces(b.Persons)
 	first := fold.Batch{Persons: pieces[0], Rekeyed: b.Rekeyed}
 	err := concurrently(
-		func() error { return wrap("write events", s.writeEvents(ctx, events)) },
+		func() error { return wrap("write events", s.events.Write(ctx, events)) },
 		func() error { return wrap("write activity", activity.New(s.conn).Write(ctx, b.Activity...)) },
 		func() error { return wrap("write deletion requests", s.writeDeletionRequests(ctx, b.DeletionRequests)) },
 		func() error { return wrap("write cohort members", s.writeCohortMembers(ctx, b.CohortMembers)) },
@@ -333,45 +321,6 @@ func (s *Store) LastCommitted(ctx context.Context, consumer string) (uint64, err
 	var seq uint64
 	err := s.conn.QueryRow(ctx, "SELECT max(last_seq) FROM ingest_batches WHERE consumer = ?", consumer).Scan(&seq)
 	return seq, err
-}
-
-// writeEvents appends the rows column by column: one slice per column
-// hands the driver each column at once, where a row-wise Append boxes
-// every value in an interface and converts it alone (a tenth of the
-// ingester's time in make bench).
-func (s *Store) writeEvents(ctx context.Context, events []EventRow) error {
-	if len(events) == 0 {
-		return nil
-	}
-	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO events (project_id, uuid, event, distinct_id, person_id, person_uuid, timestamp, timestamp_ms, properties, seq)`)
-	if err != nil {
-		return err
-	}
-	n := len(events)
-	var (
-		projects, persons, seqs = make([]uint64, n), make([]uint64, n), make([]uint64, n)
-		ids, personUUIDs        = make([]uuid.UUID, n), make([]uuid.UUID, n)
-		names, distinct, props  = make([]string, n), make([]string, n), make([]string, n)
-		times                   = make([]time.Time, n)
-		millis                  = make([]uint16, n)
-	)
-	size, nameSize, distinctSize := 0, 0, 0
-	for i, e := range events {
-		projects[i], ids[i], names[i], distinct[i], persons[i], personUUIDs[i] = e.ProjectID, e.UUID, e.Event, e.DistinctID, e.PersonID, e.PersonUUID
-		times[i], millis[i], props[i], seqs[i] = e.Timestamp, uint16(e.Timestamp.Nanosecond()/1e6), e.Properties, e.Seq
-		size, nameSize, distinctSize = size+len(e.Properties), nameSize+len(e.Event), distinctSize+len(e.DistinctID)
-	}
-	statement.ReserveStrings(batch, 2, n, nameSize)     // event
-	statement.ReserveStrings(batch, 3, n, distinctSize) // distinct_id
-	statement.ReserveStrings(batch, 8, n, size)         // properties
-	// In the statement's column order.
-	for i, col := range []any{projects, ids, names, distinct, persons, personUUIDs, times, millis, props, seqs} {
-		if err := batch.Column(i).Append(col); err != nil {
-			batch.Abort()
-			return statement.Classify(err)
-		}
-	}
-	return batch.Send()
 }
 
 // writePersons appends column by column, as writeEvents does.

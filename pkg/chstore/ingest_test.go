@@ -50,20 +50,6 @@ func TestLoadManyIDs(t *testing.T) {
 	}
 }
 
-// TestReserveStrings: the events batch's properties buffer is reserved
-// before it is filled (reserve.go reaches the driver's unexported buffer;
-// a driver whose layout changed fails here instead of silently growing the
-// buffer by doubling again), and rows written through it read back as
-// written.
-func TestReserveStrings(t *testing.T) {
-	store := testenv.ClickHouse(t)
-	ctx := context.Background()
-	ok, err := store.ReserveEventProperties(ctx, 1000, 300_000)
-	if err != nil || !ok {
-		t.Fatalf("properties column not reserved (%v): does the driver's column.String still hold a proto.ColStr named col?", err)
-	}
-}
-
 // TestWriteRowsInPieces: a batch of more persons than one insert takes is
 // written in pieces, every piece of every persons table landing (the
 // list's keys, emails, grams, persons), a moved key's tombstone too.

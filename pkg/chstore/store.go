@@ -13,6 +13,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
@@ -101,6 +102,7 @@ type Store struct {
 	rows       *rowCache    // the list pages' rows by version (rowcache.go)
 	marks      *markedLists // unfiltered pages by watermark (listmark.go)
 	gramSizes  *gramSizes   // search='s probed grams (gramsizes.go)
+	events     *eventstore.Store
 }
 
 // Open connects and pings. It creates the database when it is missing, so
@@ -177,6 +179,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s := &Store{conn: &classifyingConn{Conn: conn, gate: g, database: cfg.Database, record: os.Getenv(RecordEnv)}, database: cfg.Database, version: version, threadNice: threadNice, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex(),
 		firstHints: &firstHints{by: map[uint64]firstHint{}}, rows: newRowCache(cfg.RowCacheBytes), marks: newMarkedLists()}
 	s.gramSizes = newGramSizes(s.gramCensus)
+	s.events = eventstore.New(s.conn)
 	return s, nil
 }
 
@@ -218,6 +221,9 @@ func (s *Store) Close() error { return s.conn.Close() }
 // deletion, plugins), to benchmarks and to tests. Its errors are
 // classified (ErrUnavailable) like the store's own.
 func (s *Store) Conn() driver.Conn { return s.conn }
+
+// Events is the events tables' owner, on this store's pool.
+func (s *Store) Events() *eventstore.Store { return s.events }
 
 // Ping checks the connection, for readiness probes.
 func (s *Store) Ping(ctx context.Context) error { return s.conn.Ping(ctx) }
