@@ -289,8 +289,8 @@ func personPieces(persons []fold.PersonRow) [][]fold.PersonRow {
 func (s *Store) writePersonKeys(ctx context.Context, b fold.Batch) error {
 	return concurrently(
 		func() error { return wrap("write person order", s.WritePersonOrder(ctx, b)) },
-		func() error { return wrap("write person emails", s.writePersonEmails(ctx, b.Persons)) },
-		func() error { return wrap("write person email grams", s.writePersonEmailGrams(ctx, b.Persons)) },
+		func() error { return wrap("write person emails", s.search.WriteEmails(ctx, b.Persons)) },
+		func() error { return wrap("write person email grams", s.search.WriteGrams(ctx, b.Persons)) },
 	)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/personhub/personhub/pkg/chstore/eventstore"
+	"github.com/personhub/personhub/pkg/chstore/search"
 	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/propfilter"
 	"github.com/personhub/personhub/pkg/propjson"
@@ -44,11 +45,31 @@ type ListQuery struct {
 	Mark Watermark
 }
 
+// distinctIDOwners names every person that has owned a distinct id
+// (arguments: project, distinct id), read by key without FINAL: a superset
+// of its live owner, for a list's key condition. The list's test on the
+// newest row, has(distinct_ids, ?), decides, as the person shown does:
+// its distinct_ids are the ones the API returns.
+const distinctIDOwners = "SELECT person_id FROM person_distinct_ids WHERE project_id = ? AND distinct_id = ?"
+
+// searchCandidates names, by id, a superset of the persons that search=
+// matches: an email containing the term, case-insensitively (the search
+// index's candidates, chosen by the probe p), the term as a distinct id,
+// the term as a uuid.
+func searchCandidates(projectID uint64, term string, p search.Probe) statement.Subquery {
+	cands := p.Candidates(projectID, term).Union(statement.NewSubquery(distinctIDOwners, projectID, term))
+	if u, err := uuid.Parse(term); err == nil {
+		// uuid never changes between versions: any row names the id.
+		cands = cands.Union(statement.NewSubquery("SELECT id FROM persons WHERE project_id = ? AND uuid = ?", projectID, u))
+	}
+	return cands
+}
+
 const personColumns = "id, uuid, properties, distinct_ids, created_at, is_identified"
 
 // where builds the filter of a list query; p is search='s gram probe
-// (Store.searchGrams).
-func (q ListQuery) where(p gramProbe) (string, []any) {
+// (search.Index.Probe).
+func (q ListQuery) where(p search.Probe) (string, []any) {
 	key, kargs, tests, targs := q.filter(p)
 	return key + " AND " + tests, append(kargs, targs...)
 }
@@ -57,7 +78,7 @@ func (q ListQuery) where(p gramProbe) (string, []any) {
 // and id for the indexed filters), safe in a PREWHERE under FINAL since
 // every version of a person has the same key; and tests, the conditions
 // on the newest row, which must come after FINAL.
-func (q ListQuery) filter(p gramProbe) (key string, kargs []any, tests string, targs []any) {
+func (q ListQuery) filter(p search.Probe) (key string, kargs []any, tests string, targs []any) {
 	keys := []string{"project_id = ?"}
 	kargs = []any{q.ProjectID}
 	conds := []string{"is_deleted = 0"}
@@ -71,13 +92,14 @@ func (q ListQuery) filter(p gramProbe) (key string, kargs []any, tests string, t
 	// FINAL reads their granules only; the test on the newest row stays
 	// (person_emails holds old emails too).
 	if q.Email != "" {
-		keys = append(keys, "id IN (SELECT id FROM person_emails WHERE project_id = ? AND email = ?)")
-		kargs = append(kargs, q.ProjectID, q.Email)
+		owners, oargs := search.EmailOwners(q.ProjectID, q.Email).In("id")
+		keys = append(keys, owners)
+		kargs = append(kargs, oargs...)
 		conds = append(conds, "property_values[indexOf(property_keys, 'email')] = ?")
 		targs = append(targs, q.Email)
 	}
 	if q.Search != "" {
-		cands, cargs := searchCandidates(q.ProjectID, q.Search, p)
+		cands, cargs := searchCandidates(q.ProjectID, q.Search, p).In("id")
 		or := []string{
 			"positionCaseInsensitiveUTF8(property_values[indexOf(property_keys, 'email')], ?) > 0",
 			"has(distinct_ids, ?)",
@@ -89,7 +111,7 @@ func (q ListQuery) filter(p gramProbe) (key string, kargs []any, tests string, t
 		}
 		// The candidates name the granules FINAL reads; the tests on the
 		// newest row decide.
-		keys = append(keys, "id IN ("+cands+")")
+		keys = append(keys, cands)
 		kargs = append(kargs, cargs...)
 		conds = append(conds, "("+strings.Join(or, " OR ")+")")
 	}
@@ -126,19 +148,19 @@ func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, u
 	// statement reads their full rows when they fit the page's end
 	// (listFew); else one reads them all, narrow, and gives both the
 	// count and the page's ids.
-	probe, err := s.searchGrams(ctx, q)
+	probe, err := s.search.Probe(ctx, q.ProjectID, q.Search)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: %w", err)
 	}
 	key, kargs, tests, targs := q.filter(probe)
 	args := slices.Clip(append(kargs, targs...))
 	if end := q.Offset + q.Limit; q.Limit > 0 && end <= fewMatches {
-		list, total, ok, err := s.listFew(probeCtx(ctx, probe), q, key, tests, args)
+		list, total, ok, err := s.listFew(probe.Ctx(ctx), q, key, tests, args)
 		if err != nil || ok {
 			return list, total, err
 		}
 	}
-	rows, err := s.conn.Query(probeCtx(ctx, probe), "SELECT id, toUInt32(created_at) FROM persons FINAL PREWHERE "+key+" WHERE "+tests, args...)
+	rows, err := s.conn.Query(probe.Ctx(ctx), "SELECT id, toUInt32(created_at) FROM persons FINAL PREWHERE "+key+" WHERE "+tests, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: %w", err)
 	}
@@ -190,7 +212,7 @@ func exportCtx(ctx context.Context) context.Context {
 // EachPerson streams every person matching q (no paging), for exports.
 func (s *Store) EachPerson(ctx context.Context, q ListQuery, fn func(PersonRecord) error) error {
 	ctx = exportCtx(ctx)
-	probe, err := s.searchGrams(ctx, q)
+	probe, err := s.search.Probe(ctx, q.ProjectID, q.Search)
 	if err != nil {
 		return err
 	}
@@ -200,7 +222,7 @@ func (s *Store) EachPerson(ctx context.Context, q ListQuery, fn func(PersonRecor
 		sql += " LIMIT ? OFFSET ?"
 		args = append(args, q.Limit, q.Offset)
 	}
-	rows, err := s.conn.Query(probeCtx(ctx, probe), sql, args...)
+	rows, err := s.conn.Query(probe.Ctx(ctx), sql, args...)
 	if err != nil {
 		return err
 	}

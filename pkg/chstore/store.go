@@ -14,6 +14,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/personhub/personhub/pkg/chstore/eventstore"
+	"github.com/personhub/personhub/pkg/chstore/search"
 	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
@@ -99,9 +100,9 @@ type Store struct {
 	// firstHints place the windows of shallow unfiltered pages
 	// (listfirst.go).
 	firstHints *firstHints
-	rows       *rowCache    // the list pages' rows by version (rowcache.go)
-	marks      *markedLists // unfiltered pages by watermark (listmark.go)
-	gramSizes  *gramSizes   // search='s probed grams (gramsizes.go)
+	rows       *rowCache     // the list pages' rows by version (rowcache.go)
+	marks      *markedLists  // unfiltered pages by watermark (listmark.go)
+	search     *search.Index // the emails' index of search= and email=
 	events     *eventstore.Store
 }
 
@@ -178,7 +179,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
 	s := &Store{conn: &classifyingConn{Conn: conn, gate: g, database: cfg.Database, record: os.Getenv(RecordEnv)}, database: cfg.Database, version: version, threadNice: threadNice, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex(),
 		firstHints: &firstHints{by: map[uint64]firstHint{}}, rows: newRowCache(cfg.RowCacheBytes), marks: newMarkedLists()}
-	s.gramSizes = newGramSizes(s.gramCensus)
+	s.search = search.New(s.conn, func(ctx context.Context, project uint64) (uint64, bool, error) {
+		live, _, ok, err := s.LiveCount(ctx, project)
+		return live, ok, err
+	})
 	s.events = eventstore.New(s.conn)
 	return s, nil
 }
@@ -224,6 +228,10 @@ func (s *Store) Conn() driver.Conn { return s.conn }
 
 // Events is the events tables' owner, on this store's pool.
 func (s *Store) Events() *eventstore.Store { return s.events }
+
+// Search is the emails' index (search= and email=), on this store's
+// pool.
+func (s *Store) Search() *search.Index { return s.search }
 
 // Ping checks the connection, for readiness probes.
 func (s *Store) Ping(ctx context.Context) error { return s.conn.Ping(ctx) }
