@@ -32,7 +32,7 @@ func keyTable[T any](ctx context.Context, typ string, keys []T) (context.Context
 	if _, err := tbl.Block().Columns[0].Append(keys); err != nil {
 		return nil, err
 	}
-	return WithExternalTables(statement.Loader(ctx), tbl), nil
+	return statement.WithExternalTables(statement.Loader(ctx), tbl), nil
 }
 
 // LoadDistinctIDs implements fold.Loader.

@@ -425,7 +425,7 @@ func (s *Store) dropStale(ctx context.Context, projectID uint64, f propfilter.Cl
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.conn.Query(WithExternalTables(ctx, tbl),
+	rows, err := s.conn.Query(statement.WithExternalTables(ctx, tbl),
 		`SELECT id, version, is_deleted FROM persons PREWHERE project_id = ? AND id IN (SELECT id FROM cand)`, projectID)
 	if err != nil {
 		return nil, err
@@ -482,7 +482,7 @@ func (s *Store) matchNewer(ctx context.Context, projectID uint64, f propfilter.C
 	if err != nil {
 		return err
 	}
-	rows, err := s.conn.Query(WithExternalTables(ctx, tbl),
+	rows, err := s.conn.Query(statement.WithExternalTables(ctx, tbl),
 		"SELECT id, toUInt32(created_at) FROM persons PREWHERE project_id = ? AND (id, version) IN (SELECT id, version FROM newer) WHERE "+f.SQL,
 		append([]any{projectID}, f.Args...)...)
 	if err != nil {

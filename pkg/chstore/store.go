@@ -177,7 +177,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, statement.Classify(err)
 	}
 	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
-	s := &Store{conn: &classifyingConn{Conn: conn, gate: g, database: cfg.Database, record: os.Getenv(RecordEnv)}, database: cfg.Database, version: version, threadNice: threadNice, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex(),
+	s := &Store{conn: &classifyingConn{Conn: conn, gate: g, database: cfg.Database, record: os.Getenv(statement.RecordEnv)}, database: cfg.Database, version: version, threadNice: threadNice, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex(),
 		firstHints: &firstHints{by: map[uint64]firstHint{}}, rows: newRowCache(cfg.RowCacheBytes), marks: newMarkedLists()}
 	s.search = search.New(s.conn, func(ctx context.Context, project uint64) (uint64, bool, error) {
 		live, _, ok, err := s.LiveCount(ctx, project)

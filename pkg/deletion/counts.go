@@ -6,7 +6,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/ext"
 
-	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // counts are a batch's rows per person in the three tables a run mutates,
@@ -152,7 +152,7 @@ func (r *Runner) countBatch(ctx context.Context, b []Request, after *span) (coun
 			hourlyTable + in + " GROUP BY person_id"
 		args = append(args, project)
 	}
-	rows, err := r.conn.Query(chstore.WithExternalTables(ctx, del), sql, args...)
+	rows, err := r.conn.Query(statement.WithExternalTables(ctx, del), sql, args...)
 	if err != nil {
 		return counts{}, err
 	}

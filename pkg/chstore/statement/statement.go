@@ -1,7 +1,8 @@
 // Package statement holds what every owner of ClickHouse tables shares to
 // build and run its statements: their settings (priorities, bound values),
-// how values are bound, and which errors mean ClickHouse cannot answer now
-// (Classify). It holds no table's SQL: each table's statements live in the
+// how values are bound, which errors mean ClickHouse cannot answer now
+// (Classify), and the recording of statements that test/portability
+// replays (record.go). It holds no table's SQL: each table's statements live in the
 // package that owns it (docs/architecture.md).
 package statement
 
