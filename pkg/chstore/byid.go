@@ -61,24 +61,8 @@ func (s *Store) PersonsByDistinctID(ctx context.Context, projectID uint64, disti
 		return out, nil
 	}
 	ctx = statement.Read(ctx)
-	rows, err := s.conn.Query(ctx, "SELECT distinct_id, person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id IN ? AND is_deleted = 0",
-		projectID, statement.Set(distinctIDs))
+	owner, ids, err := s.distinctIDs.LiveOwners(ctx, projectID, distinctIDs)
 	if err != nil {
-		return nil, fmt.Errorf("distinct ids: %w", err)
-	}
-	defer rows.Close()
-	owner := map[string]uint64{}
-	var ids []uint64
-	for rows.Next() {
-		var d string
-		var id uint64
-		if err := rows.Scan(&d, &id); err != nil {
-			return nil, err
-		}
-		owner[d] = id
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	persons, err := s.PersonsByID(ctx, projectID, ids)

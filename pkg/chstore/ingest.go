@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/ext"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/google/uuid"
 
 	"github.com/personhub/personhub/pkg/activity"
@@ -20,47 +18,9 @@ import (
 	"github.com/personhub/personhub/pkg/propjson"
 )
 
-// keyTable is a lookup's keys as an external table of one column, key.
-// Spliced into the statement as an IN list, a batch's ids were parsed by
-// ClickHouse literal by literal: 7.5% of its CPU in G1's profile, and the
-// driver boxed and quoted each one. A block of one column is neither.
-func keyTable[T any](ctx context.Context, typ string, keys []T) (context.Context, error) {
-	tbl, err := ext.NewTable("keys", ext.Column("key", column.Type(typ)))
-	if err != nil {
-		return nil, err
-	}
-	if _, err := tbl.Block().Columns[0].Append(keys); err != nil {
-		return nil, err
-	}
-	return statement.WithExternalTables(statement.Loader(ctx), tbl), nil
-}
-
-// LoadDistinctIDs implements fold.Loader.
+// LoadDistinctIDs implements fold.Loader (distinctids.Store.Load).
 func (s *Store) LoadDistinctIDs(ctx context.Context, projectID uint64, ids []string) (map[string]fold.DistinctIDRow, error) {
-	out := make(map[string]fold.DistinctIDRow, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	ctx, err := keyTable(ctx, "String", ids)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := s.conn.Query(ctx, `SELECT distinct_id, person_id, is_deleted, version, prev_person_id, prev_is_deleted, prev_version, first_seq
-		FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id IN (SELECT key FROM keys)`, projectID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		r := fold.DistinctIDRow{ProjectID: projectID}
-		var del, prevDel uint8
-		if err := rows.Scan(&r.DistinctID, &r.PersonID, &del, &r.Version, &r.Prev.PersonID, &prevDel, &r.Prev.Version, &r.FirstSeq); err != nil {
-			return nil, err
-		}
-		r.IsDeleted, r.Prev.IsDeleted = del == 1, prevDel == 1
-		out[r.DistinctID] = r
-	}
-	return out, rows.Err()
+	return s.distinctIDs.Load(ctx, projectID, ids)
 }
 
 // LoadPersons implements fold.Loader.
@@ -69,7 +29,7 @@ func (s *Store) LoadPersons(ctx context.Context, projectID uint64, ids []uint64)
 	if len(ids) == 0 {
 		return out, nil
 	}
-	ctx, err := keyTable(ctx, "UInt64", ids)
+	ctx, err := statement.KeyTable(ctx, "UInt64", ids)
 	if err != nil {
 		return nil, err
 	}
@@ -199,8 +159,10 @@ func (s *Store) writeRows(ctx context.Context, events []eventstore.Row, b fold.B
 		}
 	}
 	return concurrently(
-		func() error { return wrap("write distinct ids", s.writeDistinctIDs(ctx, b.DistinctIDs)) },
-		func() error { return wrap("write distinct id overrides", s.writeOverrides(ctx, b.DistinctIDs)) },
+		func() error { return wrap("write distinct ids", s.distinctIDs.Write(ctx, b.DistinctIDs)) },
+		func() error {
+			return wrap("write distinct id overrides", s.distinctIDs.WriteOverrides(ctx, b.DistinctIDs))
+		},
 		func() error { return wrap("write warnings", s.writeWarnings(ctx, b.Warnings)) },
 	)
 }
@@ -353,7 +315,7 @@ func (s *Store) writePersons(ctx context.Context, persons []fold.PersonRow) erro
 			dids[i] = []string{}
 		}
 		projects[i], ids[i], uuids[i], created[i], versions[i] = p.ProjectID, p.ID, p.UUID, p.CreatedAt, p.Version
-		identified[i], deleted[i] = boolByte(p.IsIdentified), boolByte(p.IsDeleted)
+		identified[i], deleted[i] = statement.BoolByte(p.IsIdentified), statement.BoolByte(p.IsDeleted)
 		size += len(props[i])
 	}
 	statement.ReserveStrings(batch, 3, n, size) // properties
@@ -362,51 +324,6 @@ func (s *Store) writePersons(ctx context.Context, persons []fold.PersonRow) erro
 		if err := batch.Column(i).Append(col); err != nil {
 			batch.Abort()
 			return statement.Classify(err)
-		}
-	}
-	return batch.Send()
-}
-
-func (s *Store) writeDistinctIDs(ctx context.Context, rows []fold.DistinctIDRow) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO person_distinct_ids (project_id, distinct_id, person_id, is_deleted, version, prev_person_id, prev_is_deleted, prev_version, first_seq)`)
-	if err != nil {
-		return err
-	}
-	for _, r := range rows {
-		if err := batch.Append(r.ProjectID, r.DistinctID, r.PersonID, boolByte(r.IsDeleted), r.Version,
-			r.Prev.PersonID, boolByte(r.Prev.IsDeleted), r.Prev.Version, r.FirstSeq); err != nil {
-			batch.Abort()
-			return err
-		}
-	}
-	return batch.Send()
-}
-
-// writeOverrides writes the distinct id rows that are overrides too
-// (fold.DistinctIDRow.Overridden), in the stage of the distinct ids: a
-// crash leaves them as it leaves those, and the refold writes the same
-// rows again (the rule reads each row alone).
-func (s *Store) writeOverrides(ctx context.Context, rows []fold.DistinctIDRow) error {
-	var over []fold.DistinctIDRow
-	for _, r := range rows {
-		if r.Overridden() {
-			over = append(over, r)
-		}
-	}
-	if len(over) == 0 {
-		return nil
-	}
-	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO person_distinct_id_overrides (project_id, distinct_id, person_id, is_deleted, version)`)
-	if err != nil {
-		return err
-	}
-	for _, r := range over {
-		if err := batch.Append(r.ProjectID, r.DistinctID, r.PersonID, boolByte(r.IsDeleted), r.Version); err != nil {
-			batch.Abort()
-			return err
 		}
 	}
 	return batch.Send()
@@ -480,11 +397,4 @@ func encodeProps(buf []byte, p fold.PersonRow) (string, []string, []string, []by
 		values[i] = propfilter.ValueText(props[k])
 	}
 	return raw, keys, values, buf, nil
-}
-
-func boolByte(b bool) uint8 {
-	if b {
-		return 1
-	}
-	return 0
 }

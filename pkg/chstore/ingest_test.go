@@ -15,8 +15,8 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestLoadManyIDs: the ingester's lookups take a whole batch's ids in one
-// statement (as an external table, keyTable), on ClickHouse 18.16 too; an
-// empty list reads nothing.
+// statement (as an external table, statement.KeyTable), on ClickHouse
+// 18.16 too; an empty list reads nothing.
 func TestLoadManyIDs(t *testing.T) {
 	store := testenv.ClickHouse(t)
 	ctx := context.Background()

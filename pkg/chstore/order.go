@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/fold"
 )
 
@@ -32,7 +33,7 @@ func (s *Store) WritePersonOrder(ctx context.Context, b fold.Batch) error {
 		return err
 	}
 	for _, p := range b.Persons {
-		if err := batch.Append(p.ProjectID, orderRank(p.CreatedAt), orderRID(p.ID), boolByte(p.IsDeleted), p.Version); err != nil {
+		if err := batch.Append(p.ProjectID, orderRank(p.CreatedAt), orderRID(p.ID), statement.BoolByte(p.IsDeleted), p.Version); err != nil {
 			batch.Abort()
 			return err
 		}

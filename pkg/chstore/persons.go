@@ -11,6 +11,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 
+	"github.com/personhub/personhub/pkg/chstore/distinctids"
 	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/chstore/search"
 	"github.com/personhub/personhub/pkg/chstore/statement"
@@ -45,19 +46,12 @@ type ListQuery struct {
 	Mark Watermark
 }
 
-// distinctIDOwners names every person that has owned a distinct id
-// (arguments: project, distinct id), read by key without FINAL: a superset
-// of its live owner, for a list's key condition. The list's test on the
-// newest row, has(distinct_ids, ?), decides, as the person shown does:
-// its distinct_ids are the ones the API returns.
-const distinctIDOwners = "SELECT person_id FROM person_distinct_ids WHERE project_id = ? AND distinct_id = ?"
-
 // searchCandidates names, by id, a superset of the persons that search=
 // matches: an email containing the term, case-insensitively (the search
 // index's candidates, chosen by the probe p), the term as a distinct id,
 // the term as a uuid.
 func searchCandidates(projectID uint64, term string, p search.Probe) statement.Subquery {
-	cands := p.Candidates(projectID, term).Union(statement.NewSubquery(distinctIDOwners, projectID, term))
+	cands := p.Candidates(projectID, term).Union(distinctids.Owners(projectID, term))
 	if u, err := uuid.Parse(term); err == nil {
 		// uuid never changes between versions: any row names the id.
 		cands = cands.Union(statement.NewSubquery("SELECT id FROM persons WHERE project_id = ? AND uuid = ?", projectID, u))
@@ -83,8 +77,9 @@ func (q ListQuery) filter(p search.Probe) (key string, kargs []any, tests string
 	kargs = []any{q.ProjectID}
 	conds := []string{"is_deleted = 0"}
 	if q.DistinctID != "" {
-		keys = append(keys, "id IN ("+distinctIDOwners+")")
-		kargs = append(kargs, q.ProjectID, q.DistinctID)
+		owners, oargs := distinctids.Owners(q.ProjectID, q.DistinctID).In("id")
+		keys = append(keys, owners)
+		kargs = append(kargs, oargs...)
 		conds = append(conds, "has(distinct_ids, ?)")
 		targs = append(targs, q.DistinctID)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/personhub/personhub/pkg/chstore/distinctids"
 	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/chstore/search"
 	"github.com/personhub/personhub/pkg/chstore/statement"
@@ -104,6 +105,8 @@ type Store struct {
 	marks      *markedLists  // unfiltered pages by watermark (listmark.go)
 	search     *search.Index // the emails' index of search= and email=
 	events     *eventstore.Store
+	// distinctIDs is person_distinct_ids and its overrides' owner.
+	distinctIDs *distinctids.Store
 }
 
 // Open connects and pings. It creates the database when it is missing, so
@@ -184,6 +187,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return live, ok, err
 	})
 	s.events = eventstore.New(s.conn)
+	s.distinctIDs = distinctids.New(s.conn)
 	return s, nil
 }
 
