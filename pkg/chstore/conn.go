@@ -48,7 +48,7 @@ type classifyingConn struct {
 	driver.Conn
 	gate     *gate
 	database string // a writer's query ids name it
-	record   string // the recording's folder (record.go); "": none
+	record   string // the recording's folder (statement/record.go); "": none
 }
 
 func (c *classifyingConn) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {

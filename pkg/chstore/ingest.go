@@ -285,7 +285,7 @@ func (s *Store) LastCommitted(ctx context.Context, consumer string) (uint64, err
 	return seq, err
 }
 
-// writePersons appends column by column, as writeEvents does.
+// writePersons appends column by column, as eventstore.Store.Write does.
 func (s *Store) writePersons(ctx context.Context, persons []fold.PersonRow) error {
 	if len(persons) == 0 {
 		return nil

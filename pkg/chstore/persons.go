@@ -197,7 +197,7 @@ func (s *Store) listFew(ctx context.Context, q ListQuery, key, tests string, arg
 	return found[min(q.Offset, len(found)):], uint64(len(found)), true, nil
 }
 
-// exportCtx is readCtx with small result blocks: the driver holds a whole
+// exportCtx is statement.Read with small result blocks: the driver holds a whole
 // block in memory, and ClickHouse's default (65,536 rows) of persons with
 // large properties would be tens of MB, whatever the export does with them.
 func exportCtx(ctx context.Context) context.Context {

@@ -1,7 +1,13 @@
-// Package chstore is the ClickHouse side of the service: migrations, the
-// ingester's reads and batch writes, and the API's person queries. Every
-// statement runs on ClickHouse 18.16 and 24.x; values are always bound
-// through the driver's placeholders, never spliced into SQL text.
+// Package chstore is the ClickHouse side of the service: the connection
+// pool (gated, its errors classified), the server's version, migrations,
+// the persons' tables and their list, and the ingester's batch write,
+// which calls each table owner's writer in the order crash safety needs
+// (WriteBatch). Tables with an owner of their own are written and read
+// through it: eventstore (events and its views), search (the emails'
+// index), distinctids (person_distinct_ids and its overrides); what the
+// owners share to build statements is in statement. Every statement runs
+// on ClickHouse 18.16 and 24.x; values are always bound through the
+// driver's placeholders, never spliced into SQL text.
 package chstore
 
 import (
@@ -101,10 +107,10 @@ type Store struct {
 	// firstHints place the windows of shallow unfiltered pages
 	// (listfirst.go).
 	firstHints *firstHints
-	rows       *rowCache     // the list pages' rows by version (rowcache.go)
-	marks      *markedLists  // unfiltered pages by watermark (listmark.go)
-	search     *search.Index // the emails' index of search= and email=
-	events     *eventstore.Store
+	rows       *rowCache         // the list pages' rows by version (rowcache.go)
+	marks      *markedLists      // unfiltered pages by watermark (listmark.go)
+	search     *search.Index     // the emails' index of search= and email=
+	events     *eventstore.Store // events and the tables its views fill
 	// distinctIDs is person_distinct_ids and its overrides' owner.
 	distinctIDs *distinctids.Store
 }
@@ -232,10 +238,6 @@ func (s *Store) Conn() driver.Conn { return s.conn }
 
 // Events is the events tables' owner, on this store's pool.
 func (s *Store) Events() *eventstore.Store { return s.events }
-
-// Search is the emails' index (search= and email=), on this store's
-// pool.
-func (s *Store) Search() *search.Index { return s.search }
 
 // Ping checks the connection, for readiness probes.
 func (s *Store) Ping(ctx context.Context) error { return s.conn.Ping(ctx) }

@@ -35,8 +35,8 @@ func AsWriter(ctx context.Context, consumer string) context.Context {
 
 // withQueryID gives a statement of a tagged context its query id (a
 // running query id must be unique on the server).
-// A recording store (statement/record.go) gives every other statement one too, and
-// records the external tables it sends under that id.
+// A recording store (statement/record.go) gives every other statement
+// one too, and records the external tables it sends under that id.
 func (c *classifyingConn) withQueryID(ctx context.Context) context.Context {
 	consumer, _ := ctx.Value(writerKey{}).(string)
 	var id string

@@ -103,7 +103,7 @@ func (c counts) drift(person uint64) bool {
 // each reads narrow columns only (project_id, person_id, seq; no
 // properties). Sums over physical rows, without FINAL, as the mutations
 // see them; the hourly sum wraps modulo 2^64 as the table's own does
-// (chstore's restoreHourly). The batch's persons and sequences go as an
+// (the events owner's restoreHourly, pkg/chstore/eventstore). The batch's persons and sequences go as an
 // external table, not spliced into the statement: for 10,000 persons the
 // spliced lists (seven of them, ~560 KB of SQL) cost 18.16 more to parse
 // than the scans themselves (BenchmarkCountBatch: 207 against 56 ms over

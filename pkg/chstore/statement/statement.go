@@ -2,8 +2,8 @@
 // build and run its statements: their settings (priorities, bound values),
 // how values are bound, which errors mean ClickHouse cannot answer now
 // (Classify), and the recording of statements that test/portability
-// replays (record.go). It holds no table's SQL: each table's statements live in the
-// package that owns it (docs/architecture.md).
+// replays (record.go). It holds no table's SQL: each table's statements
+// live in the package that owns it (docs/architecture.md).
 package statement
 
 import (
