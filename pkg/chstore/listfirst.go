@@ -9,9 +9,9 @@ import (
 	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
-// A page near the list's start in one statement (h/g5b, h/g5b3). Each
+// A page near the list's start in one statement. Each
 // statement costs ClickHouse about 1 ms of CPU before it reads anything
-// (h/reads), and such a page took three: the count, the page's keys in a
+// (docs/performance.md), and such a page took three: the count, the page's keys in a
 // window, the page's rows by key. Here the page's keys come with their
 // versions from person_order in a window, and the count joined from
 // person_counts (a scalar subquery would do, but 18.16 runs each one

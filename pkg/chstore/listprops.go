@@ -13,7 +13,7 @@ import (
 	"github.com/personhub/personhub/pkg/propfilter"
 )
 
-// A properties filter without FINAL (issue #12, G5d: within 1.5x of a bare
+// A properties filter without FINAL (issue #12: within 1.5x of a bare
 // count of the rows the filter matches). FINAL in 18.16 merges every part
 // of the project in one thread, and grouping the project by id costs as
 // much; both cost several scans of the filter's columns. Instead:
@@ -45,7 +45,7 @@ type propCandidate struct {
 // candidates recycles the settled candidates' slices between lists: one
 // matching row of 10% of a 1M-person project is ~160k candidates, 3.8 MB
 // grown by append (7.5 MB allocated) per list, which drove the API's
-// collections (docs/performance.md, session 14: G5d's tail).
+// collections (docs/performance.md: the properties list's tail).
 var candidates sync.Pool
 
 // maxPooledCandidates bounds the slices kept (96 MB of candidates).

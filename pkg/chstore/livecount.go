@@ -87,7 +87,7 @@ func (cc *consumerCounts) written() {
 
 // groupByProject puts persons into into by project. A batch of one
 // project, the usual case, shares the batch's slice: copying its person
-// rows was 2% of the ingester's allocation in G1.
+// rows was 2% of the ingester's allocation in the ingest benchmark.
 func groupByProject(into map[uint64][]fold.PersonRow, persons []fold.PersonRow) {
 	if len(persons) == 0 {
 		return
@@ -249,7 +249,7 @@ func (lc *liveCounts) finish(ctx context.Context, s *Store, plan *countPlan, l u
 func (s *Store) writeCounts(ctx context.Context, plan *countPlan, l uint64) error {
 	// A batch that only changes persons (a PATCH, $set on known ids)
 	// leaves the counts as its stored rows say: writing them again would
-	// cost an insert round trip on every API write (G6) for nothing, as a
+	// cost an insert round trip on every API write for nothing, as a
 	// row is right at every sequence until the count changes.
 	var write []uint64
 	for project, k := range plan.rows {

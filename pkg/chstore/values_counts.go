@@ -14,7 +14,7 @@ import (
 )
 
 // Counting a property's values reads every live person of the project
-// that has the key (persons FINAL: 1M persons take ~0.5 s, G10). The
+// that has the key (persons FINAL: 1M persons take ~0.5 s). The
 // counts change only where persons change, so CountPropertyValues keeps
 // them per range of person ids (a bucket) and recounts only the buckets
 // that have new person rows.
