@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/stream"
 )
@@ -85,7 +85,7 @@ type insertComparison struct {
 	Batch  int  `json:"batch_rows"`
 }
 
-func compareInserts(ctx context.Context, ch *chServer, dir string, rows []chstore.EventRow, batch int) (insertComparison, error) {
+func compareInserts(ctx context.Context, ch *chServer, dir string, rows []eventstore.Row, batch int) (insertComparison, error) {
 	res := insertComparison{Batch: batch}
 	path := filepath.Join(dir, "events.tsv")
 	if err := writeTSV(path, rows); err != nil {
@@ -111,7 +111,7 @@ func compareInserts(ctx context.Context, ch *chServer, dir string, rows []chstor
 	return res, nil
 }
 
-func writeTSV(path string, rows []chstore.EventRow) error {
+func writeTSV(path string, rows []eventstore.Row) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -176,7 +176,7 @@ func clientInsert(ctx context.Context, ch *chServer, db, path string, n int) (Ra
 	return r, nil
 }
 
-func storeInsert(ctx context.Context, ch *chServer, db string, rows []chstore.EventRow, batch int) (Rate, error) {
+func storeInsert(ctx context.Context, ch *chServer, db string, rows []eventstore.Row, batch int) (Rate, error) {
 	st, err := ch.openDB(ctx, db)
 	if err != nil {
 		return Rate{}, err

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/person"
 	"github.com/personhub/personhub/pkg/stream"
 )
@@ -197,9 +197,9 @@ func (e genEvent) storedProps() string {
 
 // row is the events-table row of the event, with a person id derived from
 // the distinct id (the same for both sides of the insert comparison).
-func (e genEvent) row(project, seq uint64) chstore.EventRow {
+func (e genEvent) row(project, seq uint64) eventstore.Row {
 	pid := person.UUIDFor(project, e.DistinctID)
-	return chstore.EventRow{ProjectID: project, UUID: e.UUID, Event: e.Name, DistinctID: e.DistinctID,
+	return eventstore.Row{ProjectID: project, UUID: e.UUID, Event: e.Name, DistinctID: e.DistinctID,
 		PersonID: binary.LittleEndian.Uint64(pid[:8]) >> 12, PersonUUID: pid, Timestamp: e.TS,
 		Properties: e.storedProps(), Seq: seq}
 }
@@ -207,7 +207,7 @@ func (e genEvent) row(project, seq uint64) chstore.EventRow {
 var tsvEscaper = strings.NewReplacer("\\", "\\\\", "\t", "\\t", "\n", "\\n")
 
 // tsv renders a row in TabSeparated, column order of eventColumns.
-func tsv(r chstore.EventRow, b *strings.Builder) {
+func tsv(r eventstore.Row, b *strings.Builder) {
 	b.WriteString(strconv.FormatUint(r.ProjectID, 10))
 	b.WriteByte('\t')
 	b.WriteString(r.UUID.String())

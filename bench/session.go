@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/ingest"
 	"github.com/personhub/personhub/pkg/progress"
@@ -243,7 +244,7 @@ func (s *session) rawConsumes(ctx context.Context) error {
 }
 
 func (s *session) inserts(ctx context.Context, events []genEvent) error {
-	rows := make([]chstore.EventRow, len(events))
+	rows := make([]eventstore.Row, len(events))
 	for i, e := range events {
 		rows[i] = e.row(s.project, uint64(i+1))
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // PersonsByID returns the live persons among ids (any order; deleted or
@@ -16,8 +18,8 @@ func (s *Store) PersonsByID(ctx context.Context, projectID uint64, ids []uint64)
 	if len(ids) == 0 {
 		return out, nil
 	}
-	list, err := s.queryPersons(readCtx(ctx), "SELECT "+personColumns+" FROM persons FINAL PREWHERE project_id = ? AND id IN ? WHERE is_deleted = 0",
-		projectID, set(ids))
+	list, err := s.queryPersons(statement.Read(ctx), "SELECT "+personColumns+" FROM persons FINAL PREWHERE project_id = ? AND id IN ? WHERE is_deleted = 0",
+		projectID, statement.Set(ids))
 	if err != nil {
 		return nil, fmt.Errorf("persons by id: %w", err)
 	}
@@ -38,8 +40,8 @@ func (s *Store) PersonsByUUID(ctx context.Context, projectID uint64, uuids []uui
 	if len(uuids) == 0 {
 		return out, nil
 	}
-	list, err := s.queryPersons(readCtx(ctx), "SELECT "+personColumns+" FROM persons FINAL PREWHERE project_id = ? AND uuid IN ? WHERE is_deleted = 0",
-		projectID, set(uuids))
+	list, err := s.queryPersons(statement.Read(ctx), "SELECT "+personColumns+" FROM persons FINAL PREWHERE project_id = ? AND uuid IN ? WHERE is_deleted = 0",
+		projectID, statement.Set(uuids))
 	if err != nil {
 		return nil, fmt.Errorf("persons by uuid: %w", err)
 	}
@@ -58,25 +60,9 @@ func (s *Store) PersonsByDistinctID(ctx context.Context, projectID uint64, disti
 	if len(distinctIDs) == 0 {
 		return out, nil
 	}
-	ctx = readCtx(ctx)
-	rows, err := s.conn.Query(ctx, "SELECT distinct_id, person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id IN ? AND is_deleted = 0",
-		projectID, set(distinctIDs))
+	ctx = statement.Read(ctx)
+	owner, ids, err := s.distinctIDs.LiveOwners(ctx, projectID, distinctIDs)
 	if err != nil {
-		return nil, fmt.Errorf("distinct ids: %w", err)
-	}
-	defer rows.Close()
-	owner := map[string]uint64{}
-	var ids []uint64
-	for rows.Next() {
-		var d string
-		var id uint64
-		if err := rows.Scan(&d, &id); err != nil {
-			return nil, err
-		}
-		owner[d] = id
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	persons, err := s.PersonsByID(ctx, projectID, ids)

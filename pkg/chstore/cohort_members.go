@@ -3,6 +3,7 @@ package chstore
 import (
 	"context"
 
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/fold"
 )
 
@@ -18,7 +19,7 @@ func (s *Store) writeCohortMembers(ctx context.Context, rows []fold.CohortMember
 		return err
 	}
 	for _, r := range rows {
-		if err := batch.Append(r.ProjectID, r.CohortID, r.DistinctID, r.PersonID, boolByte(r.IsDeleted), r.Version); err != nil {
+		if err := batch.Append(r.ProjectID, r.CohortID, r.DistinctID, r.PersonID, statement.BoolByte(r.IsDeleted), r.Version); err != nil {
 			batch.Abort()
 			return err
 		}

@@ -2,17 +2,14 @@ package chstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-)
 
-// errGateTimeout: every connection of the pool stayed busy for the whole
-// wait. Classify wraps it with ErrUnavailable.
-var errGateTimeout = errors.New("all clickhouse connections busy")
+	"github.com/personhub/personhub/pkg/chstore/statement"
+)
 
 // gate bounds the statements in flight to the pool's size and how long a
 // statement waits for one to come free. The driver would also wait, but for
@@ -32,7 +29,7 @@ func (g *gate) acquire(ctx context.Context) (func(), error) {
 		select {
 		case g.slots <- struct{}{}:
 		case <-timer.C:
-			return nil, fmt.Errorf("%w: %d statements in flight for %s", errGateTimeout, cap(g.slots), g.wait)
+			return nil, fmt.Errorf("%w: %d statements in flight for %s", statement.ErrGateTimeout, cap(g.slots), g.wait)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -51,19 +48,19 @@ type classifyingConn struct {
 	driver.Conn
 	gate     *gate
 	database string // a writer's query ids name it
-	record   string // the recording's folder (record.go); "": none
+	record   string // the recording's folder (statement/record.go); "": none
 }
 
 func (c *classifyingConn) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
 	ctx = c.withQueryID(ctx)
 	release, err := c.gate.acquire(ctx)
 	if err != nil {
-		return nil, Classify(err)
+		return nil, statement.Classify(err)
 	}
 	rows, err := c.Conn.Query(ctx, query, args...)
 	if err != nil {
 		release()
-		return nil, Classify(err)
+		return nil, statement.Classify(err)
 	}
 	return &classifyingRows{Rows: rows, release: release}, nil
 }
@@ -72,7 +69,7 @@ func (c *classifyingConn) QueryRow(ctx context.Context, query string, args ...an
 	ctx = c.withQueryID(ctx)
 	release, err := c.gate.acquire(ctx)
 	if err != nil {
-		return errRow{Classify(err)}
+		return errRow{statement.Classify(err)}
 	}
 	// The driver reads the whole row before returning.
 	row := c.Conn.QueryRow(ctx, query, args...)
@@ -102,22 +99,22 @@ func (c *classifyingConn) AsyncInsert(ctx context.Context, query string, wait bo
 func (c *classifyingConn) do(ctx context.Context, fn func() error) error {
 	release, err := c.gate.acquire(ctx)
 	if err != nil {
-		return Classify(err)
+		return statement.Classify(err)
 	}
 	defer release()
-	return Classify(fn())
+	return statement.Classify(fn())
 }
 
 func (c *classifyingConn) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
 	ctx = c.withQueryID(ctx)
 	release, err := c.gate.acquire(ctx)
 	if err != nil {
-		return nil, Classify(err)
+		return nil, statement.Classify(err)
 	}
 	b, err := c.Conn.PrepareBatch(ctx, query, opts...)
 	if err != nil {
 		release()
-		return nil, Classify(err)
+		return nil, statement.Classify(err)
 	}
 	return &classifyingBatch{Batch: b, release: release}, nil
 }
@@ -127,21 +124,23 @@ type classifyingRows struct {
 	release func()
 }
 
-func (r *classifyingRows) Scan(dest ...any) error    { return Classify(r.Rows.Scan(dest...)) }
-func (r *classifyingRows) ScanStruct(dest any) error { return Classify(r.Rows.ScanStruct(dest)) }
-func (r *classifyingRows) Err() error                { return Classify(r.Rows.Err()) }
+func (r *classifyingRows) Scan(dest ...any) error { return statement.Classify(r.Rows.Scan(dest...)) }
+func (r *classifyingRows) ScanStruct(dest any) error {
+	return statement.Classify(r.Rows.ScanStruct(dest))
+}
+func (r *classifyingRows) Err() error { return statement.Classify(r.Rows.Err()) }
 
 func (r *classifyingRows) Close() error {
 	err := r.Rows.Close()
 	r.release()
-	return Classify(err)
+	return statement.Classify(err)
 }
 
 type classifyingRow struct{ driver.Row }
 
-func (r classifyingRow) Err() error                { return Classify(r.Row.Err()) }
-func (r classifyingRow) Scan(dest ...any) error    { return Classify(r.Row.Scan(dest...)) }
-func (r classifyingRow) ScanStruct(dest any) error { return Classify(r.Row.ScanStruct(dest)) }
+func (r classifyingRow) Err() error                { return statement.Classify(r.Row.Err()) }
+func (r classifyingRow) Scan(dest ...any) error    { return statement.Classify(r.Row.Scan(dest...)) }
+func (r classifyingRow) ScanStruct(dest any) error { return statement.Classify(r.Row.ScanStruct(dest)) }
 
 // errRow is a row that could not be queried.
 type errRow struct{ err error }
@@ -157,21 +156,23 @@ type classifyingBatch struct {
 	release func()
 }
 
-func (b *classifyingBatch) Append(v ...any) error    { return Classify(b.Batch.Append(v...)) }
-func (b *classifyingBatch) AppendStruct(v any) error { return Classify(b.Batch.AppendStruct(v)) }
-func (b *classifyingBatch) Flush() error             { return Classify(b.Batch.Flush()) }
+func (b *classifyingBatch) Append(v ...any) error { return statement.Classify(b.Batch.Append(v...)) }
+func (b *classifyingBatch) AppendStruct(v any) error {
+	return statement.Classify(b.Batch.AppendStruct(v))
+}
+func (b *classifyingBatch) Flush() error { return statement.Classify(b.Batch.Flush()) }
 
 func (b *classifyingBatch) Send() error {
 	defer b.release()
-	return Classify(b.Batch.Send())
+	return statement.Classify(b.Batch.Send())
 }
 
 func (b *classifyingBatch) Abort() error {
 	defer b.release()
-	return Classify(b.Batch.Abort())
+	return statement.Classify(b.Batch.Abort())
 }
 
 func (b *classifyingBatch) Close() error {
 	defer b.release()
-	return Classify(b.Batch.Close())
+	return statement.Classify(b.Batch.Close())
 }

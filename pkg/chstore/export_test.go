@@ -13,27 +13,12 @@ func (s *Store) ValueRecounts() (full, partial int) {
 	return s.values.full, s.values.partial
 }
 
-// ReserveEventProperties prepares an events insert, reserves its
-// properties column (reserve.go) and reports whether it could, with the
-// column's buffer capacity after; the batch is aborted.
-func (s *Store) ReserveEventProperties(ctx context.Context, rows, size int) (bool, error) {
-	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO events (project_id, uuid, event, distinct_id, person_id, person_uuid, timestamp, timestamp_ms, properties, seq)`)
-	if err != nil {
-		return false, err
-	}
-	defer batch.Abort()
-	return reserveStrings(batch, 8, rows, size), nil
-}
-
-// EmailGrams is emailGrams (grams.go), for the migration's test.
-var EmailGrams = emailGrams
-
 // SearchCandidates is the statement naming the candidates of q's search=
 // and its arguments: run inside an IN, its reads are not in the progress
 // a client receives (18.16), so a test runs it on its own to count them.
 func (s *Store) SearchCandidates(ctx context.Context, q ListQuery) (string, []any, error) {
-	grams, err := s.searchGrams(ctx, q)
-	sql, args := searchCandidates(q.ProjectID, q.Search, grams)
+	probe, err := s.search.Probe(ctx, q.ProjectID, q.Search)
+	sql, args := searchCandidates(q.ProjectID, q.Search, probe).Text()
 	return sql, args, err
 }
 
@@ -126,13 +111,6 @@ func (s *Store) WithoutRowCache() *Store {
 	return &c
 }
 
-// KeyReadCtx and LoaderCtx are the contexts of the API's key reads and of
-// the fold's lookups, for the test of their priorities.
-var (
-	KeyReadCtx = keyReadCtx
-	LoaderCtx  = loaderCtx
-)
-
 // SetMarkClock sets the clock of the pages kept by watermark
 // (listmark.go), and MarkHits is how many pages they answered.
 func (s *Store) SetMarkClock(now func() time.Time) {
@@ -155,24 +133,12 @@ func (s *Store) ForgetMarks() {
 }
 
 // GramProbes is how many statements of capped gram counts search= made
-// (gramsizes.go).
-func (s *Store) GramProbes() int {
-	s.gramSizes.mu.Lock()
-	defer s.gramSizes.mu.Unlock()
-	return s.gramSizes.probes
-}
+// (search.Index.Probes).
+func (s *Store) GramProbes() int { return s.search.Probes() }
 
-// OnGramCensus calls f when a project's gram census load ends, and moves
-// the census clock by age (0: the real clock).
-func (s *Store) OnGramCensus(f func(project uint64), age time.Duration) {
-	s.gramSizes.mu.Lock()
-	defer s.gramSizes.mu.Unlock()
-	s.gramSizes.censusLoaded = f
-	s.gramSizes.now = func() time.Time { return time.Now().Add(age) }
-}
-
-// GramSizeLife is how long a kept gram size or census serves as young.
-const GramSizeLife = gramSizeLife
+// OnGramCensus calls f when a project's gram census load ends, and ages
+// every census read (search.Index.WatchCensus).
+func (s *Store) OnGramCensus(f func(project uint64), aged bool) { s.search.WatchCensus(f, aged) }
 
 // SetPiecePersons sets the persons of one insert (ingest.go) until the
 // returned function restores it.

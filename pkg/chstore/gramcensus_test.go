@@ -25,7 +25,7 @@ func TestGramCensusSparesTheProbes(t *testing.T) {
 		return fmt.Sprintf("user%d@Example.com", id), fmt.Sprintf("user_%d", id)
 	})
 	loaded := make(chan uint64, 4)
-	store.OnGramCensus(func(p uint64) { loaded <- p }, 0)
+	store.OnGramCensus(func(p uint64) { loaded <- p }, false)
 	wait := func() {
 		t.Helper()
 		select {
@@ -72,7 +72,7 @@ func TestGramCensusSparesTheProbes(t *testing.T) {
 		t.Errorf("search=r490@: %d candidates, want 1 (user490's row of the rarest gram)", c)
 	}
 	// Old: read again, and served meanwhile.
-	store.OnGramCensus(func(p uint64) { loaded <- p }, chstore.GramSizeLife)
+	store.OnGramCensus(func(p uint64) { loaded <- p }, true)
 	search("user77@", 77)
 	wait()
 	search("user3210@", 3210)

@@ -8,70 +8,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/ext"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/google/uuid"
 
 	"github.com/personhub/personhub/pkg/activity"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/propfilter"
 	"github.com/personhub/personhub/pkg/propjson"
 )
 
-// chunk bounds the keys in one IN list spliced into a statement by the
-// driver (restoreHourly, the intents' checks): such reads raise
-// max_query_size (boundCtx). The fold's lookups send theirs as an
-// external table instead (keyTable).
-const chunk = 50_000
-
-// loaderCtx runs the ingester's lookups at a lower priority than the
-// API's key reads (keyReadCtx).
-func loaderCtx(ctx context.Context) context.Context {
-	return boundCtx(ctx, clickhouse.Settings{"priority": loaderPriority})
-}
-
-// keyTable is a lookup's keys as an external table of one column, key.
-// Spliced into the statement as an IN list, a batch's ids were parsed by
-// ClickHouse literal by literal: 7.5% of its CPU in G1's profile, and the
-// driver boxed and quoted each one. A block of one column is neither.
-func keyTable[T any](ctx context.Context, typ string, keys []T) (context.Context, error) {
-	tbl, err := ext.NewTable("keys", ext.Column("key", column.Type(typ)))
-	if err != nil {
-		return nil, err
-	}
-	if _, err := tbl.Block().Columns[0].Append(keys); err != nil {
-		return nil, err
-	}
-	return WithExternalTables(loaderCtx(ctx), tbl), nil
-}
-
-// LoadDistinctIDs implements fold.Loader.
+// LoadDistinctIDs implements fold.Loader (distinctids.Store.Load).
 func (s *Store) LoadDistinctIDs(ctx context.Context, projectID uint64, ids []string) (map[string]fold.DistinctIDRow, error) {
-	out := make(map[string]fold.DistinctIDRow, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	ctx, err := keyTable(ctx, "String", ids)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := s.conn.Query(ctx, `SELECT distinct_id, person_id, is_deleted, version, prev_person_id, prev_is_deleted, prev_version, first_seq
-		FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id IN (SELECT key FROM keys)`, projectID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		r := fold.DistinctIDRow{ProjectID: projectID}
-		var del, prevDel uint8
-		if err := rows.Scan(&r.DistinctID, &r.PersonID, &del, &r.Version, &r.Prev.PersonID, &prevDel, &r.Prev.Version, &r.FirstSeq); err != nil {
-			return nil, err
-		}
-		r.IsDeleted, r.Prev.IsDeleted = del == 1, prevDel == 1
-		out[r.DistinctID] = r
-	}
-	return out, rows.Err()
+	return s.distinctIDs.Load(ctx, projectID, ids)
 }
 
 // LoadPersons implements fold.Loader.
@@ -80,7 +29,7 @@ func (s *Store) LoadPersons(ctx context.Context, projectID uint64, ids []uint64)
 	if len(ids) == 0 {
 		return out, nil
 	}
-	ctx, err := keyTable(ctx, "UInt64", ids)
+	ctx, err := statement.KeyTable(ctx, "UInt64", ids)
 	if err != nil {
 		return nil, err
 	}
@@ -102,19 +51,6 @@ func (s *Store) LoadPersons(ctx context.Context, projectID uint64, ids []uint64)
 		out[r.ID] = r
 	}
 	return out, rows.Err()
-}
-
-// EventRow is one row of the events table.
-type EventRow struct {
-	ProjectID  uint64
-	UUID       uuid.UUID
-	Event      string
-	DistinctID string
-	PersonID   uint64
-	PersonUUID uuid.UUID
-	Timestamp  time.Time
-	Properties string
-	Seq        uint64
 }
 
 // BatchMarker is the commit record of one ingester batch.
@@ -143,7 +79,7 @@ type BatchMarker struct {
 // the person rows that show it applied), then persons, then distinct ids
 // with their overrides and warnings, and last the marker that commits the
 // batch.
-func (s *Store) WriteBatch(ctx context.Context, events []EventRow, b fold.Batch, m BatchMarker) error {
+func (s *Store) WriteBatch(ctx context.Context, events []eventstore.Row, b fold.Batch, m BatchMarker) error {
 	// The live counts are read as of the commit point before the rows
 	// and written after them, before the marker (livecount.go).
 	counts := s.counts.of(m.Consumer)
@@ -178,13 +114,13 @@ func (s *Store) WriteBatch(ctx context.Context, events []EventRow, b fold.Batch,
 // WriteRows writes a batch's rows without committing it (no marker). Whose
 // batch is not said, so every consumer's counts look for rows above their
 // commit point before their next batch (tests write crashed batches so).
-func (s *Store) WriteRows(ctx context.Context, events []EventRow, b fold.Batch) error {
+func (s *Store) WriteRows(ctx context.Context, events []eventstore.Row, b fold.Batch) error {
 	return s.writeRows(ctx, events, b, nil)
 }
 
 // writeRows writes the rows of a batch of the consumer counts belongs to
 // (nil: unknown).
-func (s *Store) writeRows(ctx context.Context, events []EventRow, b fold.Batch, counts *liveCounts) error {
+func (s *Store) writeRows(ctx context.Context, events []eventstore.Row, b fold.Batch, counts *liveCounts) error {
 	// Rows above the commit point until a marker says otherwise.
 	if counts != nil {
 		counts.written()
@@ -199,7 +135,7 @@ func (s *Store) writeRows(ctx context.Context, events []EventRow, b fold.Batch, 
 	pieces := personPieces(b.Persons)
 	first := fold.Batch{Persons: pieces[0], Rekeyed: b.Rekeyed}
 	err := concurrently(
-		func() error { return wrap("write events", s.writeEvents(ctx, events)) },
+		func() error { return wrap("write events", s.events.Write(ctx, events)) },
 		func() error { return wrap("write activity", activity.New(s.conn).Write(ctx, b.Activity...)) },
 		func() error { return wrap("write deletion requests", s.writeDeletionRequests(ctx, b.DeletionRequests)) },
 		func() error { return wrap("write cohort members", s.writeCohortMembers(ctx, b.CohortMembers)) },
@@ -223,8 +159,10 @@ func (s *Store) writeRows(ctx context.Context, events []EventRow, b fold.Batch, 
 		}
 	}
 	return concurrently(
-		func() error { return wrap("write distinct ids", s.writeDistinctIDs(ctx, b.DistinctIDs)) },
-		func() error { return wrap("write distinct id overrides", s.writeOverrides(ctx, b.DistinctIDs)) },
+		func() error { return wrap("write distinct ids", s.distinctIDs.Write(ctx, b.DistinctIDs)) },
+		func() error {
+			return wrap("write distinct id overrides", s.distinctIDs.WriteOverrides(ctx, b.DistinctIDs))
+		},
 		func() error { return wrap("write warnings", s.writeWarnings(ctx, b.Warnings)) },
 	)
 }
@@ -313,8 +251,8 @@ func personPieces(persons []fold.PersonRow) [][]fold.PersonRow {
 func (s *Store) writePersonKeys(ctx context.Context, b fold.Batch) error {
 	return concurrently(
 		func() error { return wrap("write person order", s.WritePersonOrder(ctx, b)) },
-		func() error { return wrap("write person emails", s.writePersonEmails(ctx, b.Persons)) },
-		func() error { return wrap("write person email grams", s.writePersonEmailGrams(ctx, b.Persons)) },
+		func() error { return wrap("write person emails", s.search.WriteEmails(ctx, b.Persons)) },
+		func() error { return wrap("write person email grams", s.search.WriteGrams(ctx, b.Persons)) },
 	)
 }
 
@@ -347,46 +285,7 @@ func (s *Store) LastCommitted(ctx context.Context, consumer string) (uint64, err
 	return seq, err
 }
 
-// writeEvents appends the rows column by column: one slice per column
-// hands the driver each column at once, where a row-wise Append boxes
-// every value in an interface and converts it alone (a tenth of the
-// ingester's time in make bench).
-func (s *Store) writeEvents(ctx context.Context, events []EventRow) error {
-	if len(events) == 0 {
-		return nil
-	}
-	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO events (project_id, uuid, event, distinct_id, person_id, person_uuid, timestamp, timestamp_ms, properties, seq)`)
-	if err != nil {
-		return err
-	}
-	n := len(events)
-	var (
-		projects, persons, seqs = make([]uint64, n), make([]uint64, n), make([]uint64, n)
-		ids, personUUIDs        = make([]uuid.UUID, n), make([]uuid.UUID, n)
-		names, distinct, props  = make([]string, n), make([]string, n), make([]string, n)
-		times                   = make([]time.Time, n)
-		millis                  = make([]uint16, n)
-	)
-	size, nameSize, distinctSize := 0, 0, 0
-	for i, e := range events {
-		projects[i], ids[i], names[i], distinct[i], persons[i], personUUIDs[i] = e.ProjectID, e.UUID, e.Event, e.DistinctID, e.PersonID, e.PersonUUID
-		times[i], millis[i], props[i], seqs[i] = e.Timestamp, uint16(e.Timestamp.Nanosecond()/1e6), e.Properties, e.Seq
-		size, nameSize, distinctSize = size+len(e.Properties), nameSize+len(e.Event), distinctSize+len(e.DistinctID)
-	}
-	reserveStrings(batch, 2, n, nameSize)     // event
-	reserveStrings(batch, 3, n, distinctSize) // distinct_id
-	reserveStrings(batch, 8, n, size)         // properties
-	// In the statement's column order.
-	for i, col := range []any{projects, ids, names, distinct, persons, personUUIDs, times, millis, props, seqs} {
-		if err := batch.Column(i).Append(col); err != nil {
-			batch.Abort()
-			return Classify(err)
-		}
-	}
-	return batch.Send()
-}
-
-// writePersons appends column by column, as writeEvents does.
+// writePersons appends column by column, as eventstore.Store.Write does.
 func (s *Store) writePersons(ctx context.Context, persons []fold.PersonRow) error {
 	if len(persons) == 0 {
 		return nil
@@ -416,60 +315,15 @@ func (s *Store) writePersons(ctx context.Context, persons []fold.PersonRow) erro
 			dids[i] = []string{}
 		}
 		projects[i], ids[i], uuids[i], created[i], versions[i] = p.ProjectID, p.ID, p.UUID, p.CreatedAt, p.Version
-		identified[i], deleted[i] = boolByte(p.IsIdentified), boolByte(p.IsDeleted)
+		identified[i], deleted[i] = statement.BoolByte(p.IsIdentified), statement.BoolByte(p.IsDeleted)
 		size += len(props[i])
 	}
-	reserveStrings(batch, 3, n, size) // properties
+	statement.ReserveStrings(batch, 3, n, size) // properties
 	// In the statement's column order.
 	for i, col := range []any{projects, ids, uuids, props, keys, values, dids, created, identified, deleted, versions} {
 		if err := batch.Column(i).Append(col); err != nil {
 			batch.Abort()
-			return Classify(err)
-		}
-	}
-	return batch.Send()
-}
-
-func (s *Store) writeDistinctIDs(ctx context.Context, rows []fold.DistinctIDRow) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO person_distinct_ids (project_id, distinct_id, person_id, is_deleted, version, prev_person_id, prev_is_deleted, prev_version, first_seq)`)
-	if err != nil {
-		return err
-	}
-	for _, r := range rows {
-		if err := batch.Append(r.ProjectID, r.DistinctID, r.PersonID, boolByte(r.IsDeleted), r.Version,
-			r.Prev.PersonID, boolByte(r.Prev.IsDeleted), r.Prev.Version, r.FirstSeq); err != nil {
-			batch.Abort()
-			return err
-		}
-	}
-	return batch.Send()
-}
-
-// writeOverrides writes the distinct id rows that are overrides too
-// (fold.DistinctIDRow.Overridden), in the stage of the distinct ids: a
-// crash leaves them as it leaves those, and the refold writes the same
-// rows again (the rule reads each row alone).
-func (s *Store) writeOverrides(ctx context.Context, rows []fold.DistinctIDRow) error {
-	var over []fold.DistinctIDRow
-	for _, r := range rows {
-		if r.Overridden() {
-			over = append(over, r)
-		}
-	}
-	if len(over) == 0 {
-		return nil
-	}
-	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO person_distinct_id_overrides (project_id, distinct_id, person_id, is_deleted, version)`)
-	if err != nil {
-		return err
-	}
-	for _, r := range over {
-		if err := batch.Append(r.ProjectID, r.DistinctID, r.PersonID, boolByte(r.IsDeleted), r.Version); err != nil {
-			batch.Abort()
-			return err
+			return statement.Classify(err)
 		}
 	}
 	return batch.Send()
@@ -543,21 +397,4 @@ func encodeProps(buf []byte, p fold.PersonRow) (string, []string, []string, []by
 		values[i] = propfilter.ValueText(props[k])
 	}
 	return raw, keys, values, buf, nil
-}
-
-func boolByte(b bool) uint8 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// set binds a list as a parenthesised group for IN; a plain slice binds as
-// an array, which ClickHouse 18.16 does not accept after IN.
-func set[T any](values []T) clickhouse.GroupSet {
-	out := make([]any, len(values))
-	for i, v := range values {
-		out[i] = v
-	}
-	return clickhouse.GroupSet{Value: out}
 }

@@ -15,8 +15,8 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestLoadManyIDs: the ingester's lookups take a whole batch's ids in one
-// statement (as an external table, keyTable), on ClickHouse 18.16 too; an
-// empty list reads nothing.
+// statement (as an external table, statement.KeyTable), on ClickHouse
+// 18.16 too; an empty list reads nothing.
 func TestLoadManyIDs(t *testing.T) {
 	store := testenv.ClickHouse(t)
 	ctx := context.Background()
@@ -47,20 +47,6 @@ func TestLoadManyIDs(t *testing.T) {
 	}
 	if persons, err := store.LoadPersons(ctx, 2, ids[:10]); err != nil || len(persons) != 0 {
 		t.Fatalf("LoadPersons of another project: %d, %v", len(persons), err)
-	}
-}
-
-// TestReserveStrings: the events batch's properties buffer is reserved
-// before it is filled (reserve.go reaches the driver's unexported buffer;
-// a driver whose layout changed fails here instead of silently growing the
-// buffer by doubling again), and rows written through it read back as
-// written.
-func TestReserveStrings(t *testing.T) {
-	store := testenv.ClickHouse(t)
-	ctx := context.Background()
-	ok, err := store.ReserveEventProperties(ctx, 1000, 300_000)
-	if err != nil || !ok {
-		t.Fatalf("properties column not reserved (%v): does the driver's column.String still hold a proto.ColStr named col?", err)
 	}
 }
 

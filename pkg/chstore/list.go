@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/propfilter"
 )
 
@@ -177,7 +178,7 @@ func (s *Store) materialiseWhere(ctx context.Context, projectID uint64, ids []ui
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	where, args := "is_deleted = 0", []any{projectID, set(ids)}
+	where, args := "is_deleted = 0", []any{projectID, statement.Set(ids)}
 	if f.SQL != "" {
 		where += " AND " + f.SQL
 		args = append(args, f.Args...)

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Deep pages (G5e) of a project whose slots the ingester has not counted
+// Deep pages (large offsets) of a project whose slots the ingester has not counted
 // yet, or whose slots disagree with its count mid-batch (listslots.go
 // serves the others). The page reads person_order through FINAL from the
 // list's start to the end of a window, so its cost is the window's rows:

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
-// A page near the list's start in one statement (h/g5b, h/g5b3). Each
+// A page near the list's start in one statement. Each
 // statement costs ClickHouse about 1 ms of CPU before it reads anything
-// (h/reads), and such a page took three: the count, the page's keys in a
+// (docs/performance.md), and such a page took three: the count, the page's keys in a
 // window, the page's rows by key. Here the page's keys come with their
 // versions from person_order in a window, and the count joined from
 // person_counts (a scalar subquery would do, but 18.16 runs each one
@@ -124,7 +126,7 @@ func (s *Store) pageRows(ctx context.Context, project uint64, page []pageRow) (l
 		return list, true, nil
 	}
 	found, vs, err := s.queryVersioned(ctx, project, "SELECT "+personColumns+", version FROM persons PREWHERE project_id = ? AND id IN ? WHERE version IN ?",
-		project, set(ids), set(versions))
+		project, statement.Set(ids), statement.Set(versions))
 	if err != nil {
 		return nil, false, fmt.Errorf("list persons: %w", err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/personhub/personhub/pkg/testenv"
 )
 
-// BenchmarkFirstPageRowCacheAB measures G5b's page (the first 100 of the
+// BenchmarkFirstPageRowCacheAB measures the first page (the first 100 of the
 // list, 16 clients) with the row cache (rowcache.go) and without, in
 // alternating rounds against one server, so load from elsewhere falls on
 // both alike. It reports each variant's requests/s, p50 and p99, and per

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Unfiltered pages kept by the ingester's watermark (h/g5b4). The
+// Unfiltered pages kept by the ingester's watermark. The
 // unfiltered list is a function of the persons the ingester has written:
 // its count (person_counts), its keys and their versions (person_order).
 // The API knows where the ingester of a project's partition stands
@@ -17,7 +17,7 @@ import (
 // the watermark. So each page's keys, versions and count are kept by the
 // watermark read before the page was, and reused while it is unchanged:
 // at c=16 on an idle project the first page costs no statement at all
-// (each of them ~1 ms of ClickHouse CPU before reading, h/reads). The
+// (each of them ~1 ms of ClickHouse CPU before reading). The
 // rows still come from the row cache by version (rowcache.go), read when
 // missing, so the page's persons are exact at the versions its keys say.
 //

@@ -5,17 +5,19 @@ import (
 	"context"
 	"slices"
 	"sync"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
-// Settling candidates by version (issue #12, G5d). A candidate (the
+// Settling candidates by version (issue #12). A candidate (the
 // newest row of a person that matches a properties filter) is listed
 // exactly when no newer row of the person exists. The store keeps, per
 // project, the newest version of every person (and whether that row is a
 // tombstone), read from the persons parts ClickHouse already has; a
 // candidate is then settled in Go by comparing versions, with no second
-// read of the project (h/g5d settled only the candidates of the largest
-// merged part that way, and fell back to a read by key of every candidate
-// while merges were behind, as right after a fill).
+// read of the project (an earlier version settled only the candidates of
+// the largest merged part that way, and fell back to a read by key of
+// every candidate while merges were behind, as right after a fill).
 //
 // Why reading parts is enough: persons is append-only (no mutation or
 // TRUNCATE touches it) and a ReplacingMergeTree merge keeps each key's
@@ -286,7 +288,7 @@ func (s *Store) readNewest(ctx context.Context, projectID uint64, parts []active
 		names[i] = p.name
 	}
 	rows, err := s.conn.Query(ctx, "SELECT id, version, is_deleted, toUInt32(created_at) FROM persons PREWHERE project_id = ? WHERE _part IN ?",
-		projectID, set(names))
+		projectID, statement.Set(names))
 	if err != nil {
 		return nil, err
 	}

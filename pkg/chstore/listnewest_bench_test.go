@@ -12,7 +12,7 @@ import (
 	"github.com/personhub/personhub/pkg/testenv"
 )
 
-// BenchmarkPropertiesListAB measures G5d's list (plan=enterprise, first
+// BenchmarkPropertiesListAB measures the properties list (plan=enterprise, first
 // page) settled by version (listnewest.go) and verifying every candidate
 // by key (main's path while merges are behind), against the bare count of
 // the filter's rows, interleaved in one process against one server; it
@@ -112,7 +112,7 @@ func g5dFixture(b *testing.B) (*chstore.Store, propfilter.Clause) {
 	return store, f
 }
 
-// BenchmarkPropertiesListPhases times the pieces of G5d's list on the
+// BenchmarkPropertiesListPhases times the pieces of the properties list on the
 // fixture of BenchmarkPropertiesListAB, interleaved with the bare count,
 // to see where the list's time beyond the bare count goes:
 //

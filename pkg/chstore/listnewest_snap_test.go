@@ -52,7 +52,7 @@ func TestNewestSnapshotDelta(t *testing.T) {
 
 // BenchmarkNewestSnapshotRefresh is the cost a new part of 1,000 rows
 // adds to the list that finds it, at 1M persons: the base copied and
-// rebuilt (h/g5d2) against the delta (with).
+// rebuilt against the delta (with).
 func BenchmarkNewestSnapshotRefresh(b *testing.B) {
 	base := make([]newestEntry, 1_000_000)
 	for i := range base {

@@ -9,10 +9,11 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/ext"
 
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/propfilter"
 )
 
-// A properties filter without FINAL (issue #12, G5d: within 1.5x of a bare
+// A properties filter without FINAL (issue #12: within 1.5x of a bare
 // count of the rows the filter matches). FINAL in 18.16 merges every part
 // of the project in one thread, and grouping the project by id costs as
 // much; both cost several scans of the filter's columns. Instead:
@@ -44,7 +45,7 @@ type propCandidate struct {
 // candidates recycles the settled candidates' slices between lists: one
 // matching row of 10% of a 1M-person project is ~160k candidates, 3.8 MB
 // grown by append (7.5 MB allocated) per list, which drove the API's
-// collections (docs/performance.md, session 14: G5d's tail).
+// collections (docs/performance.md: the properties list's tail).
 var candidates sync.Pool
 
 // maxPooledCandidates bounds the slices kept (96 MB of candidates).
@@ -156,7 +157,7 @@ func (s *Store) materialiseRows(ctx context.Context, q ListQuery, ordered []prop
 		versions = append(versions, c.version)
 	}
 	found, err := s.queryPersons(ctx, "SELECT "+personColumns+" FROM persons PREWHERE project_id = ? AND id IN ? WHERE version IN ?",
-		q.ProjectID, set(ids), set(versions))
+		q.ProjectID, statement.Set(ids), statement.Set(versions))
 	if err != nil {
 		return nil, err
 	}
@@ -424,7 +425,7 @@ func (s *Store) dropStale(ctx context.Context, projectID uint64, f propfilter.Cl
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.conn.Query(WithExternalTables(ctx, tbl),
+	rows, err := s.conn.Query(statement.WithExternalTables(ctx, tbl),
 		`SELECT id, version, is_deleted FROM persons PREWHERE project_id = ? AND id IN (SELECT id FROM cand)`, projectID)
 	if err != nil {
 		return nil, err
@@ -481,7 +482,7 @@ func (s *Store) matchNewer(ctx context.Context, projectID uint64, f propfilter.C
 	if err != nil {
 		return err
 	}
-	rows, err := s.conn.Query(WithExternalTables(ctx, tbl),
+	rows, err := s.conn.Query(statement.WithExternalTables(ctx, tbl),
 		"SELECT id, toUInt32(created_at) FROM persons PREWHERE project_id = ? AND (id, version) IN (SELECT id, version FROM newer) WHERE "+f.SQL,
 		append([]any{projectID}, f.Args...)...)
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Deep pages by slot counts (G5e). The ingester keeps the live persons of
+// Deep pages by slot counts. The ingester keeps the live persons of
 // each slot of 2^14 ranks (person_windows, slotcount.go), so a page at
 // offset N adds the slots' counts up to the slot holding row N and reads
 // through FINAL only the slots from there to the one holding its last

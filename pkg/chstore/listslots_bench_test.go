@@ -14,7 +14,7 @@ import (
 	"github.com/personhub/personhub/pkg/testenv"
 )
 
-// BenchmarkDeepPagesAB measures G5e's pages (offset 0, 10k, 100k, limit
+// BenchmarkDeepPagesAB measures deep pages (offset 0, 10k, 100k, limit
 // 100) by the slot counts (listslots.go) and by the windows (listdeep.go),
 // interleaved in one process against one server, so load from elsewhere
 // falls on both alike; it reports each case's p50 and p90. The project

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/fold"
 )
@@ -86,7 +87,7 @@ func (cc *consumerCounts) written() {
 
 // groupByProject puts persons into into by project. A batch of one
 // project, the usual case, shares the batch's slice: copying its person
-// rows was 2% of the ingester's allocation in G1.
+// rows was 2% of the ingester's allocation in the ingest benchmark.
 func groupByProject(into map[uint64][]fold.PersonRow, persons []fold.PersonRow) {
 	if len(persons) == 0 {
 		return
@@ -248,7 +249,7 @@ func (lc *liveCounts) finish(ctx context.Context, s *Store, plan *countPlan, l u
 func (s *Store) writeCounts(ctx context.Context, plan *countPlan, l uint64) error {
 	// A batch that only changes persons (a PATCH, $set on known ids)
 	// leaves the counts as its stored rows say: writing them again would
-	// cost an insert round trip on every API write (G6) for nothing, as a
+	// cost an insert round trip on every API write for nothing, as a
 	// row is right at every sequence until the count changes.
 	var write []uint64
 	for project, k := range plan.rows {
@@ -309,7 +310,7 @@ func (s *Store) versionsAbove(ctx context.Context, table string, seq uint64) (ma
 
 // storedCounts returns the newest count row of each project that has one.
 func (s *Store) storedCounts(ctx context.Context, projects []uint64) (map[uint64]projectCount, error) {
-	rows, err := s.conn.Query(ctx, "SELECT project_id, argMax(live, version), argMax(newest, version) FROM person_counts WHERE project_id IN ? GROUP BY project_id", set(projects))
+	rows, err := s.conn.Query(ctx, "SELECT project_id, argMax(live, version), argMax(newest, version) FROM person_counts WHERE project_id IN ? GROUP BY project_id", statement.Set(projects))
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +333,7 @@ func (s *Store) storedCounts(ctx context.Context, projects []uint64) (map[uint64
 // never counted, or holding rows of an uncommitted batch.
 func (s *Store) countLiveAt(ctx context.Context, project, t uint64) (projectCount, error) {
 	var k projectCount
-	err := s.conn.QueryRow(readCtx(ctx), `SELECT countIf(if(id >= ?, toUInt64(intDiv(id - ?, ?)), id) <= ? AND NOT (is_deleted = 1 AND version <= ?)), max(created_at)
+	err := s.conn.QueryRow(statement.Read(ctx), `SELECT countIf(if(id >= ?, toUInt64(intDiv(id - ?, ?)), id) <= ? AND NOT (is_deleted = 1 AND version <= ?)), max(created_at)
 		FROM persons FINAL WHERE project_id = ?`, fold.SplitPersonIDsBase, fold.SplitPersonIDsBase, event.MaxSplitPerEvent, t, t, project).Scan(&k.live, &k.newest)
 	return k, err
 }

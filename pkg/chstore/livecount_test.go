@@ -62,7 +62,7 @@ func TestLiveCountThroughSplitAndRefold(t *testing.T) {
 	want(2) // the split-off person and 16
 }
 
-// TestUnchangedCountWritesNoRow (G6): a batch whose persons change but
+// TestUnchangedCountWritesNoRow: a batch whose persons change but
 // whose live count and newest do not (an API PATCH) writes no count row,
 // in a running process and in a fresh one reading the stored row; a batch
 // that changes the count still writes one.

@@ -5,8 +5,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/fold"
-	"github.com/personhub/personhub/pkg/propfilter"
 )
 
 // The list's order as a sort key of person_order (schema 0008): ascending
@@ -33,40 +33,13 @@ func (s *Store) WritePersonOrder(ctx context.Context, b fold.Batch) error {
 		return err
 	}
 	for _, p := range b.Persons {
-		if err := batch.Append(p.ProjectID, orderRank(p.CreatedAt), orderRID(p.ID), boolByte(p.IsDeleted), p.Version); err != nil {
+		if err := batch.Append(p.ProjectID, orderRank(p.CreatedAt), orderRID(p.ID), statement.BoolByte(p.IsDeleted), p.Version); err != nil {
 			batch.Abort()
 			return err
 		}
 	}
 	for _, r := range b.Rekeyed {
 		if err := batch.Append(r.ProjectID, orderRank(r.CreatedAt), orderRID(r.ID), uint8(1), r.Version); err != nil {
-			batch.Abort()
-			return err
-		}
-	}
-	return batch.Send()
-}
-
-// writePersonEmails writes each written person's email (the text the
-// filters compare; not again when the store's row has the same email:
-// EmailIndexed), before the persons rows: the table is a superset of
-// the emails the persons have (persons.go, where).
-func (s *Store) writePersonEmails(ctx context.Context, persons []fold.PersonRow) error {
-	var rows []fold.PersonRow
-	for _, p := range persons {
-		if _, ok := p.Properties["email"]; ok && !p.EmailIndexed {
-			rows = append(rows, p)
-		}
-	}
-	if len(rows) == 0 {
-		return nil
-	}
-	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO person_emails (project_id, email, id, version)`)
-	if err != nil {
-		return err
-	}
-	for _, p := range rows {
-		if err := batch.Append(p.ProjectID, propfilter.ValueText(p.Properties["email"]), p.ID, p.Version); err != nil {
 			batch.Abort()
 			return err
 		}

@@ -11,6 +11,10 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 
+	"github.com/personhub/personhub/pkg/chstore/distinctids"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
+	"github.com/personhub/personhub/pkg/chstore/search"
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/propfilter"
 	"github.com/personhub/personhub/pkg/propjson"
 )
@@ -42,59 +46,24 @@ type ListQuery struct {
 	Mark Watermark
 }
 
-// readCtx keeps filters after FINAL: moving a WHERE on a non-key column to
-// PREWHERE would test old versions of a row (ClickHouse 18.16). Filter
-// values may be long (boundCtx).
-func readCtx(ctx context.Context) context.Context {
-	return boundCtx(ctx, clickhouse.Settings{"optimize_move_to_prewhere": 0})
-}
-
-// ClickHouse query priorities (the `priority` setting, on 18.16 and
-// current versions: 1 is the highest, 0 takes no part). While a query of
-// a higher priority runs, one of a lower priority pauses between blocks
-// (up to a second each time), so its threads leave the CPU to the other.
-// A user waiting for a person or a list page outranks the fold's lookups
-// (G4: GET person while ingesting); analysis, exports and the ingester's
-// inserts and merges take no part. The cost is the ingester's: its
-// lookups wait while API reads run (docs/performance.md, "h/reads").
-// Background reads the API makes for itself (search='s gram census) come
-// last, behind both.
-const (
-	keyReadPriority    = 1
-	loaderPriority     = 2
-	backgroundPriority = 3
-)
-
-// keyReadCtx is readCtx for the API's reads by key (GET person, the list's
-// page), at keyReadPriority.
-func keyReadCtx(ctx context.Context) context.Context {
-	return boundCtx(ctx, clickhouse.Settings{"optimize_move_to_prewhere": 0, "priority": keyReadPriority})
-}
-
-// MaxQuerySize is the max_query_size of statements with bound values. The
-// driver splices bound values into the statement's text, so a long filter
-// value or a batch's id list would exceed ClickHouse's default of 256 KiB
-// of SQL. 32 MiB is far above what one request can carry (Go's HTTP
-// server reads at most 1 MiB of request line and headers by default).
-const MaxQuerySize = 32 << 20
-
-// boundCtx returns ctx with the settings of a statement with bound values
-// (max_query_size) and extra ones. It is the one place that sets them:
-// the driver keeps one settings map per context, so settings applied in
-// two steps would replace each other.
-func boundCtx(ctx context.Context, extra clickhouse.Settings) context.Context {
-	settings := clickhouse.Settings{"max_query_size": MaxQuerySize}
-	for k, v := range extra {
-		settings[k] = v
+// searchCandidates names, by id, a superset of the persons that search=
+// matches: an email containing the term, case-insensitively (the search
+// index's candidates, chosen by the probe p), the term as a distinct id,
+// the term as a uuid.
+func searchCandidates(projectID uint64, term string, p search.Probe) statement.Subquery {
+	cands := p.Candidates(projectID, term).Union(distinctids.Owners(projectID, term))
+	if u, err := uuid.Parse(term); err == nil {
+		// uuid never changes between versions: any row names the id.
+		cands = cands.Union(statement.NewSubquery("SELECT id FROM persons WHERE project_id = ? AND uuid = ?", projectID, u))
 	}
-	return clickhouse.Context(ctx, clickhouse.WithSettings(settings))
+	return cands
 }
 
 const personColumns = "id, uuid, properties, distinct_ids, created_at, is_identified"
 
 // where builds the filter of a list query; p is search='s gram probe
-// (Store.searchGrams).
-func (q ListQuery) where(p gramProbe) (string, []any) {
+// (search.Index.Probe).
+func (q ListQuery) where(p search.Probe) (string, []any) {
 	key, kargs, tests, targs := q.filter(p)
 	return key + " AND " + tests, append(kargs, targs...)
 }
@@ -103,13 +72,14 @@ func (q ListQuery) where(p gramProbe) (string, []any) {
 // and id for the indexed filters), safe in a PREWHERE under FINAL since
 // every version of a person has the same key; and tests, the conditions
 // on the newest row, which must come after FINAL.
-func (q ListQuery) filter(p gramProbe) (key string, kargs []any, tests string, targs []any) {
+func (q ListQuery) filter(p search.Probe) (key string, kargs []any, tests string, targs []any) {
 	keys := []string{"project_id = ?"}
 	kargs = []any{q.ProjectID}
 	conds := []string{"is_deleted = 0"}
 	if q.DistinctID != "" {
-		keys = append(keys, "id IN ("+distinctIDOwners+")")
-		kargs = append(kargs, q.ProjectID, q.DistinctID)
+		owners, oargs := distinctids.Owners(q.ProjectID, q.DistinctID).In("id")
+		keys = append(keys, owners)
+		kargs = append(kargs, oargs...)
 		conds = append(conds, "has(distinct_ids, ?)")
 		targs = append(targs, q.DistinctID)
 	}
@@ -117,13 +87,14 @@ func (q ListQuery) filter(p gramProbe) (key string, kargs []any, tests string, t
 	// FINAL reads their granules only; the test on the newest row stays
 	// (person_emails holds old emails too).
 	if q.Email != "" {
-		keys = append(keys, "id IN (SELECT id FROM person_emails WHERE project_id = ? AND email = ?)")
-		kargs = append(kargs, q.ProjectID, q.Email)
+		owners, oargs := search.EmailOwners(q.ProjectID, q.Email).In("id")
+		keys = append(keys, owners)
+		kargs = append(kargs, oargs...)
 		conds = append(conds, "property_values[indexOf(property_keys, 'email')] = ?")
 		targs = append(targs, q.Email)
 	}
 	if q.Search != "" {
-		cands, cargs := searchCandidates(q.ProjectID, q.Search, p)
+		cands, cargs := searchCandidates(q.ProjectID, q.Search, p).In("id")
 		or := []string{
 			"positionCaseInsensitiveUTF8(property_values[indexOf(property_keys, 'email')], ?) > 0",
 			"has(distinct_ids, ?)",
@@ -135,7 +106,7 @@ func (q ListQuery) filter(p gramProbe) (key string, kargs []any, tests string, t
 		}
 		// The candidates name the granules FINAL reads; the tests on the
 		// newest row decide.
-		keys = append(keys, "id IN ("+cands+")")
+		keys = append(keys, cands)
 		kargs = append(kargs, cargs...)
 		conds = append(conds, "("+strings.Join(or, " OR ")+")")
 	}
@@ -157,7 +128,7 @@ const fewMatches = 200
 // ones (properties, distinct ids) are then read for the page's persons
 // only, not for every person of the project the sort passes over.
 func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
-	ctx = keyReadCtx(ctx)
+	ctx = statement.KeyRead(ctx)
 	if q.unfiltered() && q.Limit > 0 {
 		list, total, ok, err := s.listUnfiltered(ctx, q, true)
 		if ok || err != nil {
@@ -172,19 +143,19 @@ func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, u
 	// statement reads their full rows when they fit the page's end
 	// (listFew); else one reads them all, narrow, and gives both the
 	// count and the page's ids.
-	probe, err := s.searchGrams(ctx, q)
+	probe, err := s.search.Probe(ctx, q.ProjectID, q.Search)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: %w", err)
 	}
 	key, kargs, tests, targs := q.filter(probe)
 	args := slices.Clip(append(kargs, targs...))
 	if end := q.Offset + q.Limit; q.Limit > 0 && end <= fewMatches {
-		list, total, ok, err := s.listFew(probeCtx(ctx, probe), q, key, tests, args)
+		list, total, ok, err := s.listFew(probe.Ctx(ctx), q, key, tests, args)
 		if err != nil || ok {
 			return list, total, err
 		}
 	}
-	rows, err := s.conn.Query(probeCtx(ctx, probe), "SELECT id, toUInt32(created_at) FROM persons FINAL PREWHERE "+key+" WHERE "+tests, args...)
+	rows, err := s.conn.Query(probe.Ctx(ctx), "SELECT id, toUInt32(created_at) FROM persons FINAL PREWHERE "+key+" WHERE "+tests, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list persons: %w", err)
 	}
@@ -226,7 +197,7 @@ func (s *Store) listFew(ctx context.Context, q ListQuery, key, tests string, arg
 	return found[min(q.Offset, len(found)):], uint64(len(found)), true, nil
 }
 
-// exportCtx is readCtx with small result blocks: the driver holds a whole
+// exportCtx is statement.Read with small result blocks: the driver holds a whole
 // block in memory, and ClickHouse's default (65,536 rows) of persons with
 // large properties would be tens of MB, whatever the export does with them.
 func exportCtx(ctx context.Context) context.Context {
@@ -236,7 +207,7 @@ func exportCtx(ctx context.Context) context.Context {
 // EachPerson streams every person matching q (no paging), for exports.
 func (s *Store) EachPerson(ctx context.Context, q ListQuery, fn func(PersonRecord) error) error {
 	ctx = exportCtx(ctx)
-	probe, err := s.searchGrams(ctx, q)
+	probe, err := s.search.Probe(ctx, q.ProjectID, q.Search)
 	if err != nil {
 		return err
 	}
@@ -246,7 +217,7 @@ func (s *Store) EachPerson(ctx context.Context, q ListQuery, fn func(PersonRecor
 		sql += " LIMIT ? OFFSET ?"
 		args = append(args, q.Limit, q.Offset)
 	}
-	rows, err := s.conn.Query(probeCtx(ctx, probe), sql, args...)
+	rows, err := s.conn.Query(probe.Ctx(ctx), sql, args...)
 	if err != nil {
 		return err
 	}
@@ -278,7 +249,7 @@ func (s *Store) getPerson(ctx context.Context, cond string, projectID uint64, ke
 	// never changes between versions (uuid), so it filters before FINAL
 	// (PREWHERE: the wide columns are read for the person's granules
 	// only); is_deleted must be tested after it.
-	list, err := s.queryPersons(keyReadCtx(ctx),
+	list, err := s.queryPersons(statement.KeyRead(ctx),
 		"SELECT "+personColumns+" FROM persons FINAL PREWHERE project_id = ? AND "+cond+" WHERE is_deleted = 0 ORDER BY id DESC LIMIT 1",
 		projectID, key)
 	if err != nil {
@@ -348,40 +319,8 @@ func (s *Store) queryPersons(ctx context.Context, sql string, args ...any) ([]Pe
 	return out, rows.Err()
 }
 
-// TimelineEvent is an event of a person for the properties timeline.
-type TimelineEvent struct {
-	Name       string
-	Timestamp  time.Time
-	Properties string
-}
-
-// MaxTimelineEvents bounds the events read for one timeline.
-const MaxTimelineEvents = 100_000
-
 // PersonEvents returns, in stream order, the events of the given distinct
-// ids up to until (at most MaxTimelineEvents, the latest ones).
-func (s *Store) PersonEvents(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) ([]TimelineEvent, error) {
-	if len(distinctIDs) == 0 {
-		return nil, nil
-	}
-	rows, err := s.conn.Query(boundCtx(ctx, nil), `SELECT event, timestamp, timestamp_ms, properties FROM (
-			SELECT event, timestamp, timestamp_ms, properties, seq FROM events FINAL
-			WHERE project_id = ? AND distinct_id IN ? AND timestamp <= ?
-			ORDER BY seq DESC LIMIT ?) ORDER BY seq`,
-		projectID, set(distinctIDs), until.UTC(), MaxTimelineEvents)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []TimelineEvent
-	for rows.Next() {
-		var e TimelineEvent
-		var ms uint16
-		if err := rows.Scan(&e.Name, &e.Timestamp, &ms, &e.Properties); err != nil {
-			return nil, err
-		}
-		e.Timestamp = e.Timestamp.Add(time.Duration(ms) * time.Millisecond).UTC()
-		out = append(out, e)
-	}
-	return out, rows.Err()
+// ids up to until (eventstore.Store.PersonEvents), for the properties timeline.
+func (s *Store) PersonEvents(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) ([]eventstore.TimelineEvent, error) {
+	return s.events.PersonEvents(ctx, projectID, distinctIDs, until)
 }

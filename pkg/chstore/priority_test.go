@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/testenv"
 )
 
@@ -19,8 +20,8 @@ func TestReadPriorities(t *testing.T) {
 		ctx  context.Context
 		want string
 	}{
-		{"API key read", chstore.KeyReadCtx(ctx), "1"},
-		{"fold lookup", chstore.LoaderCtx(ctx), "2"},
+		{"API key read", statement.KeyRead(ctx), "1"},
+		{"fold lookup", statement.Loader(ctx), "2"},
 		{"other", ctx, "0"},
 	} {
 		var got string
@@ -62,7 +63,7 @@ func TestThreadNiceFollowsServer(t *testing.T) {
 	if known > 0 {
 		q = "SELECT value FROM system.settings WHERE name = 'os_thread_priority'"
 	}
-	if err := store.Conn().QueryRow(chstore.LoaderCtx(ctx), q).Scan(&got); err != nil {
+	if err := store.Conn().QueryRow(statement.Loader(ctx), q).Scan(&got); err != nil {
 		t.Fatal(err)
 	}
 	if wantVal := map[bool]string{true: "7", false: "1"}[known > 0]; got != wantVal {

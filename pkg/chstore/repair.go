@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // Stale person_order keys after a crash (docs/architecture.md, "Crash
@@ -123,7 +125,7 @@ func (s *Store) RepairOrder(ctx context.Context, consumer string, r OrderRepair,
 		}
 	}
 	if len(projects) > 0 {
-		if err := s.conn.Exec(ctx, repairOrderSQL, set(projects), r.From, set(projects), r.From); err != nil {
+		if err := s.conn.Exec(ctx, repairOrderSQL, statement.Set(projects), r.From, statement.Set(projects), r.From); err != nil {
 			return fmt.Errorf("repair person_order: %w", err)
 		}
 	}

@@ -5,9 +5,9 @@ import (
 	"sync/atomic"
 )
 
-// A cache of persons' rows by (project, id, version) for the list's pages
-// (h/g5b3). A read by key through FINAL decompresses whole blocks of
-// properties (~0.9 MB for one person, h/reads): most of a first page's
+// A cache of persons' rows by (project, id, version) for the list's pages.
+// A read by key through FINAL decompresses whole blocks of
+// properties (~0.9 MB for one person, docs/performance.md): most of a first page's
 // cost. Yet a row never changes once written at a version: versions are
 // stream sequences, one flush writes a person once per batch, and the
 // fold is deterministic, so a row written again (a retried batch, a

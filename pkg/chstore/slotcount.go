@@ -6,6 +6,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/fold"
 )
@@ -188,7 +189,7 @@ func (lc *liveCounts) commitSlots(plan *countPlan) {
 // storedSlots returns the newest row of each slot of the projects that
 // have any (zeros included: a project with rows was counted whole).
 func (s *Store) storedSlots(ctx context.Context, projects []uint64) (map[uint64]slotCounts, error) {
-	rows, err := s.conn.Query(ctx, "SELECT project_id, slot, argMax(live, version) FROM person_windows WHERE project_id IN ? GROUP BY project_id, slot", set(projects))
+	rows, err := s.conn.Query(ctx, "SELECT project_id, slot, argMax(live, version) FROM person_windows WHERE project_id IN ? GROUP BY project_id, slot", statement.Set(projects))
 	if err != nil {
 		return nil, fmt.Errorf("stored slot counts: %w", err)
 	}
@@ -212,7 +213,7 @@ func (s *Store) storedSlots(ctx context.Context, projects []uint64) (map[uint64]
 // newest row's created_at (a scan of the project, as countLiveAt): for a
 // project never counted, or holding rows of an uncommitted batch.
 func (s *Store) countSlotsAt(ctx context.Context, project, t uint64) (slotCounts, error) {
-	rows, err := s.conn.Query(readCtx(ctx), `SELECT toUInt32(intDiv(bitNot(toUInt32(created_at)), ?)) AS slot,
+	rows, err := s.conn.Query(statement.Read(ctx), `SELECT toUInt32(intDiv(bitNot(toUInt32(created_at)), ?)) AS slot,
 		toUInt64(countIf(if(id >= ?, toUInt64(intDiv(id - ?, ?)), id) <= ? AND NOT (is_deleted = 1 AND version <= ?)))
 		FROM persons FINAL WHERE project_id = ? GROUP BY slot`,
 		uint32(1)<<slotShift, fold.SplitPersonIDsBase, fold.SplitPersonIDsBase, event.MaxSplitPerEvent, t, t, project)

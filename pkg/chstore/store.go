@@ -1,7 +1,13 @@
-// Package chstore is the ClickHouse side of the service: migrations, the
-// ingester's reads and batch writes, and the API's person queries. Every
-// statement runs on ClickHouse 18.16 and 24.x; values are always bound
-// through the driver's placeholders, never spliced into SQL text.
+// Package chstore is the ClickHouse side of the service: the connection
+// pool (gated, its errors classified), the server's version, migrations,
+// the persons' tables and their list, and the ingester's batch write,
+// which calls each table owner's writer in the order crash safety needs
+// (WriteBatch). Tables with an owner of their own are written and read
+// through it: eventstore (events and its views), search (the emails'
+// index), distinctids (person_distinct_ids and its overrides); what the
+// owners share to build statements is in statement. Every statement runs
+// on ClickHouse 18.16 and 24.x; values are always bound through the
+// driver's placeholders, never spliced into SQL text.
 package chstore
 
 import (
@@ -12,6 +18,11 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/personhub/personhub/pkg/chstore/distinctids"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
+	"github.com/personhub/personhub/pkg/chstore/search"
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // Config says where ClickHouse is and how the pool behaves. Zero values
@@ -96,9 +107,12 @@ type Store struct {
 	// firstHints place the windows of shallow unfiltered pages
 	// (listfirst.go).
 	firstHints *firstHints
-	rows       *rowCache    // the list pages' rows by version (rowcache.go)
-	marks      *markedLists // unfiltered pages by watermark (listmark.go)
-	gramSizes  *gramSizes   // search='s probed grams (gramsizes.go)
+	rows       *rowCache         // the list pages' rows by version (rowcache.go)
+	marks      *markedLists      // unfiltered pages by watermark (listmark.go)
+	search     *search.Index     // the emails' index of search= and email=
+	events     *eventstore.Store // events and the tables its views fill
+	// distinctIDs is person_distinct_ids and its overrides' owner.
+	distinctIDs *distinctids.Store
 }
 
 // Open connects and pings. It creates the database when it is missing, so
@@ -118,21 +132,21 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	boot, err := clickhouse.Open(opts)
 	if err != nil {
-		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, Classify(err))
+		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, statement.Classify(err))
 	}
 	if err := boot.Ping(ctx); err != nil {
 		boot.Close()
-		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, Classify(err))
+		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, statement.Classify(err))
 	}
 	version, err := serverVersion(ctx, boot)
 	if err != nil {
 		boot.Close()
-		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, Classify(err))
+		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, statement.Classify(err))
 	}
 	err = boot.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+quoteIdent(cfg.Database))
 	if err != nil {
 		boot.Close()
-		return nil, fmt.Errorf("create database %s: %w", cfg.Database, Classify(err))
+		return nil, fmt.Errorf("create database %s: %w", cfg.Database, statement.Classify(err))
 	}
 	settings := clickhouse.Settings{}
 	threadNice := 0
@@ -140,7 +154,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		ok, err := optionalSetting(ctx, boot, threadNiceSetting, cfg.ThreadNice)
 		if err != nil {
 			boot.Close()
-			return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, Classify(err))
+			return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, statement.Classify(err))
 		}
 		if ok {
 			threadNice = cfg.ThreadNice
@@ -157,7 +171,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	syncInserts, err := optionalSetting(ctx, boot, asyncInsertSetting, 0)
 	if err != nil {
 		boot.Close()
-		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, Classify(err))
+		return nil, fmt.Errorf("clickhouse %s: %w", cfg.Addr, statement.Classify(err))
 	}
 	if syncInserts {
 		settings[asyncInsertSetting] = 0
@@ -169,12 +183,17 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	opts.Auth.Database = cfg.Database
 	conn, err := clickhouse.Open(opts)
 	if err != nil {
-		return nil, Classify(err)
+		return nil, statement.Classify(err)
 	}
 	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
-	s := &Store{conn: &classifyingConn{Conn: conn, gate: g, database: cfg.Database, record: os.Getenv(RecordEnv)}, database: cfg.Database, version: version, threadNice: threadNice, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex(),
+	s := &Store{conn: &classifyingConn{Conn: conn, gate: g, database: cfg.Database, record: os.Getenv(statement.RecordEnv)}, database: cfg.Database, version: version, threadNice: threadNice, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex(),
 		firstHints: &firstHints{by: map[uint64]firstHint{}}, rows: newRowCache(cfg.RowCacheBytes), marks: newMarkedLists()}
-	s.gramSizes = newGramSizes(s.gramCensus)
+	s.search = search.New(s.conn, func(ctx context.Context, project uint64) (uint64, bool, error) {
+		live, _, ok, err := s.LiveCount(ctx, project)
+		return live, ok, err
+	})
+	s.events = eventstore.New(s.conn)
+	s.distinctIDs = distinctids.New(s.conn)
 	return s, nil
 }
 
@@ -216,6 +235,9 @@ func (s *Store) Close() error { return s.conn.Close() }
 // deletion, plugins), to benchmarks and to tests. Its errors are
 // classified (ErrUnavailable) like the store's own.
 func (s *Store) Conn() driver.Conn { return s.conn }
+
+// Events is the events tables' owner, on this store's pool.
+func (s *Store) Events() *eventstore.Store { return s.events }
 
 // Ping checks the connection, for readiness probes.
 func (s *Store) Ping(ctx context.Context) error { return s.conn.Ping(ctx) }

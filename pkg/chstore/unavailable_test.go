@@ -14,6 +14,7 @@ import (
 	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/chlocal"
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/testenv"
 )
 
@@ -83,7 +84,7 @@ func TestUnavailableWhileClickHouseIsDown(t *testing.T) {
 	for name, read := range reads {
 		start := time.Now()
 		err := read()
-		if !errors.Is(err, chstore.ErrUnavailable) {
+		if !errors.Is(err, statement.ErrUnavailable) {
 			t.Errorf("%s with the server down: %v, want ErrUnavailable", name, err)
 		}
 		if took := time.Since(start); took > 5*time.Second {
@@ -115,7 +116,7 @@ func TestOverloadIsUnavailable(t *testing.T) {
 	var n uint64
 	err := store.Conn().QueryRow(limited, "SELECT count() FROM system.one").Scan(&n)
 	var ex *clickhouse.Exception
-	if !errors.Is(err, chstore.ErrUnavailable) || !errors.As(err, &ex) || ex.Code != 202 {
+	if !errors.Is(err, statement.ErrUnavailable) || !errors.As(err, &ex) || ex.Code != 202 {
 		t.Errorf("over the concurrent query limit: %v", err)
 	}
 	if err := <-slow; err != nil {
@@ -123,11 +124,11 @@ func TestOverloadIsUnavailable(t *testing.T) {
 	}
 	timed := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_execution_time": 1}))
 	err = store.Conn().QueryRow(timed, "SELECT count() FROM system.numbers").Scan(&n)
-	if !errors.Is(err, chstore.ErrUnavailable) || !errors.As(err, &ex) || ex.Code != 159 {
+	if !errors.Is(err, statement.ErrUnavailable) || !errors.As(err, &ex) || ex.Code != 159 {
 		t.Errorf("over max_execution_time: %v", err)
 	}
 	err = store.Conn().QueryRow(ctx, "SELECT no_such_column FROM system.one").Scan(&n)
-	if err == nil || errors.Is(err, chstore.ErrUnavailable) {
+	if err == nil || errors.Is(err, statement.ErrUnavailable) {
 		t.Errorf("a bad statement: %v", err)
 	}
 	if err := store.Conn().Ping(ctx); err != nil {
@@ -151,7 +152,7 @@ func TestPoolWaitIsBounded(t *testing.T) {
 	}
 	start := time.Now()
 	err = store.Ping(ctx)
-	if took := time.Since(start); !errors.Is(err, chstore.ErrUnavailable) || took < 200*time.Millisecond || took > 2*time.Second {
+	if took := time.Since(start); !errors.Is(err, statement.ErrUnavailable) || took < 200*time.Millisecond || took > 2*time.Second {
 		t.Fatalf("with the only connection busy: %v after %s", err, took)
 	}
 	rows.Close()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // PropertyValue is one value of a person property and how many persons
@@ -37,7 +39,7 @@ func (s *Store) PropertyValues(ctx context.Context, projectID uint64, key, conta
 	}
 	sql += " GROUP BY v ORDER BY c DESC, v ASC LIMIT ?"
 	args = append(args, MaxPropertyValues)
-	rows, err := s.conn.Query(readCtx(ctx), sql, args...)
+	rows, err := s.conn.Query(statement.Read(ctx), sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("property values: %w", err)
 	}

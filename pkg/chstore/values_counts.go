@@ -9,11 +9,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/fold"
 )
 
 // Counting a property's values reads every live person of the project
-// that has the key (persons FINAL: 1M persons take ~0.5 s, G10). The
+// that has the key (persons FINAL: 1M persons take ~0.5 s). The
 // counts change only where persons change, so CountPropertyValues keeps
 // them per range of person ids (a bucket) and recounts only the buckets
 // that have new person rows.
@@ -230,7 +231,7 @@ func (s *Store) recount(ctx context.Context, e *valueEntry, projectID uint64, ke
 		ranges = " AND (" + strings.Join(conds, " OR ") + ")"
 	}
 	args = append(args, maxCountedPairs+1)
-	rows, err := s.conn.Query(readCtx(ctx), `SELECT intDiv(id, ?) AS b, v, count() FROM (
+	rows, err := s.conn.Query(statement.Read(ctx), `SELECT intDiv(id, ?) AS b, v, count() FROM (
 			SELECT id, property_values[indexOf(property_keys, ?)] AS v FROM persons FINAL
 			WHERE project_id = ? AND is_deleted = 0 AND has(property_keys, ?)`+ranges+`)
 		WHERE v != '' AND v != 'null' GROUP BY b, v LIMIT ?`, args...)

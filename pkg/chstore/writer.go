@@ -2,11 +2,12 @@ package chstore
 
 import (
 	"context"
-	"net/url"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // A writer's statements outlive it on the server. ClickHouse runs an
@@ -26,14 +27,6 @@ import (
 // writerKey is the context key of a writer's consumer name.
 type writerKey struct{}
 
-// writerPrefix starts the query ids of a consumer's statements. The
-// server lists every database's statements together, and consumer names
-// are a database's own, so the prefix names both; consumer names are
-// JetStream durable names, which never hold '/'.
-func writerPrefix(database, consumer string) string {
-	return "personhub-ingester/" + url.PathEscape(database) + "/" + consumer + "/"
-}
-
 // AsWriter tags the statements made with ctx as consumer's: each gets its
 // own query id starting with the consumer's prefix.
 func AsWriter(ctx context.Context, consumer string) context.Context {
@@ -42,21 +35,21 @@ func AsWriter(ctx context.Context, consumer string) context.Context {
 
 // withQueryID gives a statement of a tagged context its query id (a
 // running query id must be unique on the server).
-// A recording store (record.go) gives every other statement one too, and
-// records the external tables it sends under that id.
+// A recording store (statement/record.go) gives every other statement
+// one too, and records the external tables it sends under that id.
 func (c *classifyingConn) withQueryID(ctx context.Context) context.Context {
 	consumer, _ := ctx.Value(writerKey{}).(string)
 	var id string
 	switch {
 	case consumer != "":
-		id = writerPrefix(c.database, consumer) + uuid.NewString()
+		id = statement.WriterPrefix(c.database, consumer) + uuid.NewString()
 	case c.record != "":
-		id = recordingID(c.database)
+		id = statement.RecordingID(c.database)
 	default:
 		return ctx
 	}
 	if c.record != "" {
-		recordExternal(c.record, id, ctx)
+		statement.RecordExternal(c.record, id, ctx)
 	}
 	return clickhouse.Context(ctx, clickhouse.WithQueryID(id))
 }
@@ -78,7 +71,7 @@ func (c *classifyingConn) withQueryID(ctx context.Context) context.Context {
 func (s *Store) SettleWriter(ctx context.Context, consumer string) error {
 	// Its own statements are not tagged, so they cannot match.
 	ctx = context.WithValue(ctx, writerKey{}, "")
-	prefix := writerPrefix(s.database, consumer)
+	prefix := statement.WriterPrefix(s.database, consumer)
 	const match = "substring(query_id, 1, ?) = ?"
 	for attempt := 0; ; attempt++ {
 		var left uint64

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
-	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/propfilter"
 )
 
@@ -18,7 +18,7 @@ import (
 // (values are spliced by the driver).
 func readCtx(ctx context.Context) context.Context {
 	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-		"optimize_move_to_prewhere": 0, "max_query_size": chstore.MaxQuerySize}))
+		"optimize_move_to_prewhere": 0, "max_query_size": statement.MaxQuerySize}))
 }
 
 // ownerOf is the condition "the persons row owns one of the distinct ids

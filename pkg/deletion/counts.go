@@ -6,7 +6,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/ext"
 
-	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // counts are a batch's rows per person in the three tables a run mutates,
@@ -103,7 +103,7 @@ func (c counts) drift(person uint64) bool {
 // each reads narrow columns only (project_id, person_id, seq; no
 // properties). Sums over physical rows, without FINAL, as the mutations
 // see them; the hourly sum wraps modulo 2^64 as the table's own does
-// (chstore's restoreHourly). The batch's persons and sequences go as an
+// (the events owner's restoreHourly, pkg/chstore/eventstore). The batch's persons and sequences go as an
 // external table, not spliced into the statement: for 10,000 persons the
 // spliced lists (seven of them, ~560 KB of SQL) cost 18.16 more to parse
 // than the scans themselves (BenchmarkCountBatch: 207 against 56 ms over
@@ -152,7 +152,7 @@ func (r *Runner) countBatch(ctx context.Context, b []Request, after *span) (coun
 			hourlyTable + in + " GROUP BY person_id"
 		args = append(args, project)
 	}
-	rows, err := r.conn.Query(chstore.WithExternalTables(ctx, del), sql, args...)
+	rows, err := r.conn.Query(statement.WithExternalTables(ctx, del), sql, args...)
 	if err != nil {
 		return counts{}, err
 	}

@@ -3,7 +3,7 @@ package deletion
 import (
 	"context"
 
-	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 )
@@ -31,11 +31,15 @@ func hourlyWhere(b []Request, sp span) (string, []any) { return personsWhere(b, 
 
 // rebuildHourly counts into events_hourly the events of the batch's
 // persons left in events in the batch's hours (those its mutation
-// emptied), as the view counts an insert (schema 0014).
+// emptied), as the view counts an insert (schema 0014): the events
+// tables' owner runs the statement.
 func (r *Runner) rebuildHourly(ctx context.Context, b []Request, sp span) error {
-	where, args := personsWhere(b, "timestamp", sp)
-	return r.conn.Exec(ctx, "INSERT INTO "+hourlyTable+" (project_id, event, hour, distinct_id, person_id, events) "+
-		chstore.HourlyCountsSQL(where), args...)
+	ids := make([]uint64, len(b))
+	for i, q := range b {
+		ids[i] = q.PersonID
+	}
+	return eventstore.New(r.conn).RebuildHourly(ctx, eventstore.PersonHours{
+		ProjectID: b[0].ProjectID, PersonIDs: ids, From: sp.from, To: sp.to, AllHours: sp.all})
 }
 
 // personsWhere selects the rows of a batch's persons (one project) whose

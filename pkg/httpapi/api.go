@@ -17,6 +17,7 @@ import (
 	"github.com/personhub/personhub/pkg/action"
 	"github.com/personhub/personhub/pkg/capture"
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/cohort"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/plugin"
@@ -32,7 +33,7 @@ type Persons interface {
 	PersonsByID(ctx context.Context, projectID uint64, ids []uint64) (map[uint64]chstore.PersonRecord, error)
 	PersonsByUUID(ctx context.Context, projectID uint64, uuids []uuid.UUID) (map[uuid.UUID]chstore.PersonRecord, error)
 	PersonsByDistinctID(ctx context.Context, projectID uint64, distinctIDs []string) (map[string]chstore.PersonRecord, error)
-	PersonEvents(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) ([]chstore.TimelineEvent, error)
+	PersonEvents(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) ([]eventstore.TimelineEvent, error)
 	PropertyValues(ctx context.Context, projectID uint64, key, contains string) ([]chstore.PropertyValue, error)
 	// CountPropertyValues gives PropertyValues' answer from counts kept
 	// since the ingester's committed sequence (read before the call).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/personhub/personhub/pkg/action"
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/cohort"
 	"github.com/personhub/personhub/pkg/csvexport"
 	"github.com/personhub/personhub/pkg/insight"
@@ -72,10 +73,10 @@ var (
 const defaultRetryAfter = 5
 
 // backendUnavailable lists the errors that mean a backing service cannot
-// answer now (ClickHouse as classified by chstore; NATS and JetStream
+// answer now (ClickHouse as classified by chstore/statement; NATS and JetStream
 // unreachable, reconnecting or not answering in time), answered 503.
 var backendUnavailable = []error{
-	chstore.ErrUnavailable,
+	statement.ErrUnavailable,
 	nats.ErrNoResponders, nats.ErrTimeout, nats.ErrConnectionClosed, nats.ErrConnectionReconnecting,
 	nats.ErrDisconnected, nats.ErrNoServers, nats.ErrNoStreamResponse,
 	jetstream.ErrNoStreamResponse, jetstream.ErrJetStreamNotEnabled, jetstream.ErrServerShutdown,

@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/testenv"
 )
 
@@ -77,7 +77,7 @@ func TestMetricsAreNotOnTheAPIPort(t *testing.T) {
 func TestUnavailableIs503WithRetryAfter(t *testing.T) {
 	a, logs := bareAPI(t, Config{})
 	for _, cause := range []error{
-		chstore.ErrUnavailable, nats.ErrNoResponders, nats.ErrTimeout, nats.ErrConnectionClosed,
+		statement.ErrUnavailable, nats.ErrNoResponders, nats.ErrTimeout, nats.ErrConnectionClosed,
 		jetstream.ErrNoStreamResponse, context.DeadlineExceeded, errBodyBusy,
 		&Error{Status: 503, Type: "server_error", Code: "unavailable", Detail: "x"},
 	} {

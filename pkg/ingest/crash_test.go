@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/testenv"
 )
@@ -46,7 +47,7 @@ func (s *dyingStore) lockAlive() error {
 	}
 }
 
-func (s *dyingStore) WriteBatch(ctx context.Context, events []chstore.EventRow, b fold.Batch, m chstore.BatchMarker) error {
+func (s *dyingStore) WriteBatch(ctx context.Context, events []eventstore.Row, b fold.Batch, m chstore.BatchMarker) error {
 	if err := s.lockAlive(); err != nil {
 		return err
 	}

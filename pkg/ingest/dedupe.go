@@ -3,7 +3,7 @@ package ingest
 import (
 	"context"
 
-	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 )
 
 // One events row per message (docs/architecture.md, "One events row per
@@ -43,7 +43,7 @@ func (i *Ingester) readIntents(ctx context.Context) error {
 // unwritten records the intent to write a batch's events (when the last
 // one reaches beyond the intents written), and leaves out the events
 // already stored when the batch may overlap rows of an uncommitted write.
-func (i *Ingester) unwritten(ctx context.Context, events []chstore.EventRow) ([]chstore.EventRow, error) {
+func (i *Ingester) unwritten(ctx context.Context, events []eventstore.Row) ([]eventstore.Row, error) {
 	if len(events) == 0 {
 		return events, nil
 	}
@@ -75,7 +75,7 @@ func (i *Ingester) unwritten(ctx context.Context, events []chstore.EventRow) ([]
 	if err := i.store.RestoreCopies(ctx, events, written); err != nil {
 		return nil, err
 	}
-	out := make([]chstore.EventRow, 0, len(events))
+	out := make([]eventstore.Row, 0, len(events))
 	for _, e := range events {
 		if !written[e.Seq] {
 			out = append(out, e)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/testenv"
 )
 
@@ -99,7 +100,7 @@ func (s *countingStore) WriteIntent(ctx context.Context, consumer string, first,
 	return s.Store.WriteIntent(ctx, consumer, first, through)
 }
 
-func (s *countingStore) WrittenEvents(ctx context.Context, rows []chstore.EventRow) (map[uint64]bool, error) {
+func (s *countingStore) WrittenEvents(ctx context.Context, rows []eventstore.Row) (map[uint64]bool, error) {
 	s.lookups.Add(1)
 	return s.Store.WrittenEvents(ctx, rows)
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/shutdown"
 )
@@ -199,7 +199,7 @@ func (i *Ingester) writeAhead(ctx context.Context, c *chunk) *ahead {
 
 // writeEvents writes events rows above the commit point, under the
 // lease's fence.
-func (i *Ingester) writeEvents(ctx context.Context, events []chstore.EventRow) error {
+func (i *Ingester) writeEvents(ctx context.Context, events []eventstore.Row) error {
 	if len(events) == 0 {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/testenv"
 )
@@ -86,7 +87,7 @@ type aheadDyingStore struct {
 	ahead int
 }
 
-func (s *aheadDyingStore) WriteRows(ctx context.Context, events []chstore.EventRow, b fold.Batch) error {
+func (s *aheadDyingStore) WriteRows(ctx context.Context, events []eventstore.Row, b fold.Batch) error {
 	if err := s.lockAlive(); err != nil {
 		return err
 	}
@@ -167,7 +168,7 @@ type sizeLimitStore struct {
 	refused atomic.Int64
 }
 
-func (s *sizeLimitStore) WriteBatch(ctx context.Context, events []chstore.EventRow, b fold.Batch, m chstore.BatchMarker) error {
+func (s *sizeLimitStore) WriteBatch(ctx context.Context, events []eventstore.Row, b fold.Batch, m chstore.BatchMarker) error {
 	if len(b.Persons) > s.limit {
 		s.refused.Add(1)
 		return fmt.Errorf("%d persons in one commit: refused", len(b.Persons))

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/progress"
@@ -139,10 +140,10 @@ func DefaultConfig() Config {
 // Store is what the ingester needs from ClickHouse.
 type Store interface {
 	fold.Loader
-	WriteBatch(ctx context.Context, events []chstore.EventRow, b fold.Batch, m chstore.BatchMarker) error
+	WriteBatch(ctx context.Context, events []eventstore.Row, b fold.Batch, m chstore.BatchMarker) error
 	// WriteRows writes rows without a commit marker: a grown batch's
 	// events rows ahead of its end (grow.go).
-	WriteRows(ctx context.Context, events []chstore.EventRow, b fold.Batch) error
+	WriteRows(ctx context.Context, events []eventstore.Row, b fold.Batch) error
 	LastCommitted(ctx context.Context, consumer string) (uint64, error)
 	// SettleWriter ends the consumer's statements an earlier tenure (or
 	// a failed attempt) left running on the server, before recovery
@@ -152,8 +153,8 @@ type Store interface {
 	// (dedupe.go).
 	WriteIntent(ctx context.Context, consumer string, first, through uint64) error
 	LastIntent(ctx context.Context, consumer string) (uint64, error)
-	WrittenEvents(ctx context.Context, rows []chstore.EventRow) (map[uint64]bool, error)
-	RestoreCopies(ctx context.Context, rows []chstore.EventRow, written map[uint64]bool) error
+	WrittenEvents(ctx context.Context, rows []eventstore.Row) (map[uint64]bool, error)
+	RestoreCopies(ctx context.Context, rows []eventstore.Row, written map[uint64]bool) error
 	// The repair of person_order keys a crashed attempt left (repair.go).
 	BeginOrderRepair(ctx context.Context, consumer string, committed uint64, mine func(project uint64) bool) (chstore.OrderRepair, error)
 	RepairOrder(ctx context.Context, consumer string, r chstore.OrderRepair, committed uint64, mine func(project uint64) bool) error
@@ -650,7 +651,7 @@ func (i *Ingester) process(ctx context.Context, batch []*pending) error {
 type chunk struct {
 	// events are the rows not yet written; written counts those a
 	// grown batch wrote ahead of its commit.
-	events  []chstore.EventRow
+	events  []eventstore.Row
 	written int
 	// firstSeq is the batch's first sequence to commit; foldable says
 	// it has one (see foldUpTo).
@@ -728,7 +729,7 @@ func (i *Ingester) foldUpTo(ctx context.Context, batch []*pending) (chunk, error
 	if err := i.folder.Prepare(ctx, inputs); err != nil {
 		return chunk{}, err
 	}
-	events := make([]chstore.EventRow, 0, len(inputs))
+	events := make([]eventstore.Row, 0, len(inputs))
 	for k := range inputs {
 		if cut == 0 && i.laneCut(inputs, k) {
 			cut = inputs[k-1].Seq
@@ -855,9 +856,9 @@ func (p *pending) foldable() bool { return !p.skip && p.dead == "" && !p.laned }
 
 // eventRow is the events table row of a folded event (of its own
 // sequence: a lane command's row is its message's, wherever it was folded).
-func eventRow(in *fold.Input, res fold.Resolved) chstore.EventRow {
+func eventRow(in *fold.Input, res fold.Resolved) eventstore.Row {
 	ev := &in.Event
-	return chstore.EventRow{
+	return eventstore.Row{
 		ProjectID: in.ProjectID, UUID: ev.UUID, Event: ev.Event, DistinctID: ev.DistinctID,
 		PersonID: res.PersonID, PersonUUID: res.PersonUUID, Timestamp: ev.Timestamp,
 		Properties: ev.StoredProperties(), Seq: in.Own(),

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/stream"
 	"github.com/personhub/personhub/pkg/testenv"
@@ -167,7 +168,7 @@ type flakyStore struct {
 	every int64
 }
 
-func (f *flakyStore) WriteBatch(ctx context.Context, events []chstore.EventRow, b fold.Batch, m chstore.BatchMarker) error {
+func (f *flakyStore) WriteBatch(ctx context.Context, events []eventstore.Row, b fold.Batch, m chstore.BatchMarker) error {
 	n := f.calls.Add(1)
 	if n%f.every != 0 {
 		return f.Store.WriteBatch(ctx, events, b, m)

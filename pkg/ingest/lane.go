@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/progress"
@@ -237,7 +237,7 @@ func (i *Ingester) withLane(batch []*pending, inputs []fold.Input) []fold.Input 
 // retry of the batch folds those it took from the records) and beyond
 // what an uncommitted write may have reached (intents): a stored row at
 // the batch's end must have been written by a fold that took its commands.
-func (i *Ingester) takeLane(ctx context.Context, last uint64) ([]chstore.EventRow, error) {
+func (i *Ingester) takeLane(ctx context.Context, last uint64) ([]eventstore.Row, error) {
 	l := i.lane
 	if l == nil || l.cons == nil {
 		return nil, nil
@@ -282,7 +282,7 @@ func (i *Ingester) takeLane(ctx context.Context, last uint64) ([]chstore.EventRo
 	// Apply takes each input's state as the fold has it by then, as in
 	// a batch prepared whole.
 	var taken []fold.Input
-	var rows []chstore.EventRow
+	var rows []eventstore.Row
 	ins := make([]fold.Input, len(queue))
 	mines, oks := make([]bool, len(queue)), make([]bool, len(queue))
 	for k, prepared, chunk := 0, 0, 1; k < len(queue); k++ {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/stream"
 	"github.com/personhub/personhub/pkg/testenv"
@@ -59,7 +60,7 @@ func (s *gatedStore) LoadDistinctIDs(ctx context.Context, projectID uint64, ids 
 	return s.Store.LoadDistinctIDs(ctx, projectID, ids)
 }
 
-func (s *gatedStore) WriteBatch(ctx context.Context, events []chstore.EventRow, b fold.Batch, m chstore.BatchMarker) error {
+func (s *gatedStore) WriteBatch(ctx context.Context, events []eventstore.Row, b fold.Batch, m chstore.BatchMarker) error {
 	if f := s.failFrom.Load(); f > 0 && m.LastSeq >= f {
 		return errors.New("failing from seq " + fmt.Sprint(f))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/progress"
 	"github.com/personhub/personhub/pkg/testenv"
@@ -195,7 +196,7 @@ type leadStore struct {
 	release chan error
 }
 
-func (s *leadStore) WriteBatch(ctx context.Context, events []chstore.EventRow, b fold.Batch, m chstore.BatchMarker) error {
+func (s *leadStore) WriteBatch(ctx context.Context, events []eventstore.Row, b fold.Batch, m chstore.BatchMarker) error {
 	if done := m.LeadDone; done != nil {
 		m.LeadDone = func() error {
 			if err := done(); err != nil {

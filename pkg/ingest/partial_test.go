@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/testenv"
 )
@@ -25,7 +26,7 @@ type partialStore struct {
 	rnd *rand.Rand
 }
 
-func (s *partialStore) WriteBatch(ctx context.Context, events []chstore.EventRow, b fold.Batch, m chstore.BatchMarker) error {
+func (s *partialStore) WriteBatch(ctx context.Context, events []eventstore.Row, b fold.Batch, m chstore.BatchMarker) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.rnd.Intn(3) != 0 {
@@ -37,7 +38,7 @@ func (s *partialStore) WriteBatch(ctx context.Context, events []chstore.EventRow
 		projects[p] = some()
 	}
 	var stage1 fold.Batch
-	var ev []chstore.EventRow
+	var ev []eventstore.Row
 	if stage := s.rnd.Intn(4); stage == 0 {
 		if some() {
 			ev = events
@@ -85,7 +86,7 @@ func (s *partialStore) WriteBatch(ctx context.Context, events []chstore.EventRow
 // events without their copy in events_by_distinct_id and their counts in
 // events_hourly, as an insert that dies after ClickHouse wrote the table
 // and before its views do: the views are detached for the write.
-func (s *partialStore) writeRows(ctx context.Context, events []chstore.EventRow, b fold.Batch) {
+func (s *partialStore) writeRows(ctx context.Context, events []eventstore.Row, b fold.Batch) {
 	if len(events) > 0 && s.rnd.Intn(2) == 0 {
 		for _, view := range []string{"events_by_distinct_id_mv", "events_hourly_rows_mv", "events_first_seq_mv"} {
 			if err := s.Store.Conn().Exec(ctx, "DETACH TABLE "+view); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/testenv"
 )
@@ -27,7 +28,7 @@ type lingeringStore struct {
 	dead     chan struct{}
 }
 
-func (s *lingeringStore) WriteBatch(ctx context.Context, events []chstore.EventRow, b fold.Batch, m chstore.BatchMarker) error {
+func (s *lingeringStore) WriteBatch(ctx context.Context, events []eventstore.Row, b fold.Batch, m chstore.BatchMarker) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	select {

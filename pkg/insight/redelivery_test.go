@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/ingest"
 	"github.com/personhub/personhub/pkg/stream"
@@ -33,7 +34,7 @@ type brokenStore struct {
 	dead  chan struct{}
 }
 
-func (s *brokenStore) WriteBatch(ctx context.Context, events []chstore.EventRow, b fold.Batch, m chstore.BatchMarker) error {
+func (s *brokenStore) WriteBatch(ctx context.Context, events []eventstore.Row, b fold.Batch, m chstore.BatchMarker) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.dead != nil {

@@ -11,13 +11,13 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // Recording for the portability test (test/portability). With
 // $PERSONHUB_SQL_RECORD naming a folder, the shared server logs every
 // statement (chlocal.WithQueryLog) and the stores tag each with its
-// database (chstore.RecordEnv). Before a test's database is dropped, its
+// database (statement.RecordEnv). Before a test's database is dropped, its
 // tables are saved (their CREATE statements and their rows in Native
 // format) under <folder>/server-<pid>/data/<database>/; when the package's
 // tests end, the statements the stores sent are saved from query_log to
@@ -36,7 +36,7 @@ type recording struct {
 var rec *recording
 
 // recordFolder is the folder statements are recorded under, or "".
-func recordFolder() string { return os.Getenv(chstore.RecordEnv) }
+func recordFolder() string { return os.Getenv(statement.RecordEnv) }
 
 func startRecording(folder, httpAddr string) error {
 	dir := filepath.Join(folder, fmt.Sprintf("server-%d", os.Getpid()))
@@ -111,7 +111,7 @@ func (r *recording) saveDatabase(db string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(&list, "%s\t%s\t%s\n", chstore.EscapeTSV(name), engine, strings.Join(cols, ","))
+		fmt.Fprintf(&list, "%s\t%s\t%s\n", statement.EscapeTSV(name), engine, strings.Join(cols, ","))
 		if strings.HasSuffix(engine, "View") || engine == "Distributed" {
 			continue
 		}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/chdb-io/chdb-go/chdb"
 
-	"github.com/personhub/personhub/pkg/chstore"
+	chstatement "github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/testenv"
 )
 
@@ -30,7 +30,7 @@ type statement struct {
 	db       string
 	query    string
 	settings map[string]string
-	external []chstore.RecordedTable
+	external []chstatement.RecordedTable
 }
 
 // engine is one ClickHouse the statements run on; run answers in

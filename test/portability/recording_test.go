@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/personhub/personhub/pkg/chstore"
+	chstatement "github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // recorded is one statement as pkg/testenv saved it from query_log.
@@ -95,7 +96,7 @@ func readQueries(folder, path string, byDB map[string][]statement) error {
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			return err
 		}
-		db, ok := chstore.DatabaseOfQueryID(r.ID)
+		db, ok := chstatement.DatabaseOfQueryID(r.ID)
 		if !ok {
 			continue
 		}
@@ -105,7 +106,7 @@ func readQueries(folder, path string, byDB map[string][]statement) error {
 				st.settings[n] = r.SettingValues[i]
 			}
 		}
-		if body, err := os.ReadFile(chstore.ExternalFile(folder, r.ID)); err == nil {
+		if body, err := os.ReadFile(chstatement.ExternalFile(folder, r.ID)); err == nil {
 			if err := json.Unmarshal(body, &st.external); err != nil {
 				return err
 			}

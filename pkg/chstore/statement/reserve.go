@@ -1,4 +1,4 @@
-package chstore
+package statement
 
 import (
 	"reflect"
@@ -10,18 +10,18 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
-// reserveStrings makes room in String column idx of batch for rows more
+// ReserveStrings makes room in String column idx of batch for rows more
 // values of size bytes in all, before they are appended.
 //
 // Why: the driver appends a []string value by value to one byte buffer
 // that starts empty for every batch, so an events batch (20k properties
 // objects, ~6 MB) grows it by doubling: a dozen large allocations, each
-// zeroed and copied into, were ~5% of the ingester's CPU (G1,
-// docs/performance.md). The driver has no API to reserve, so the buffer is
+// zeroed and copied into, were ~5% of the ingester's CPU in a profile of
+// the ingest benchmark (docs/performance.md). The driver has no API to reserve, so the buffer is
 // reached through its unexported field, found by reflection: if the
 // driver's layout ever changes, nothing is reserved and the batch is
 // written as before (TestReserveStrings fails, saying so).
-func reserveStrings(batch driver.Batch, idx, rows, size int) bool {
+func ReserveStrings(batch driver.Batch, idx, rows, size int) bool {
 	cols := batch.Columns()
 	if idx >= len(cols) {
 		return false

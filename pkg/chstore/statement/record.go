@@ -1,4 +1,4 @@
-package chstore
+package statement
 
 import (
 	"context"
@@ -33,8 +33,16 @@ func RecordedPrefix(database string) string {
 	return "personhub-recorded/" + url.PathEscape(database) + "/"
 }
 
+// WriterPrefix starts the query ids of a consumer's statements (chstore's
+// writer.go). The server lists every database's statements together, and
+// consumer names are a database's own, so the prefix names both; consumer
+// names are JetStream durable names, which never hold '/'.
+func WriterPrefix(database, consumer string) string {
+	return "personhub-ingester/" + url.PathEscape(database) + "/" + consumer + "/"
+}
+
 // DatabaseOfQueryID returns the database a query id of a store's
-// statement names (RecordedPrefix or a writer's prefix).
+// statement names (RecordedPrefix or WriterPrefix).
 func DatabaseOfQueryID(id string) (string, bool) {
 	parts := strings.SplitN(id, "/", 3)
 	if len(parts) != 3 || (parts[0] != "personhub-recorded" && parts[0] != "personhub-ingester") {
@@ -70,9 +78,9 @@ func WithExternalTables(ctx context.Context, tables ...*ext.Table) context.Conte
 	return clickhouse.Context(ctx, clickhouse.WithExternalTable(tables...))
 }
 
-// recordExternal writes the external tables of ctx for the statement with
+// RecordExternal writes the external tables of ctx for the statement with
 // query id; a failure to write only loses the recording.
-func recordExternal(folder, id string, ctx context.Context) {
+func RecordExternal(folder, id string, ctx context.Context) {
 	tables, _ := ctx.Value(extKey{}).([]*ext.Table)
 	if len(tables) == 0 {
 		return
@@ -122,6 +130,6 @@ func EscapeTSV(s string) string {
 
 var tsvEscaper = strings.NewReplacer("\\", "\\\\", "\t", "\\t", "\n", "\\n", "\r", "\\r", "\x00", "\\0")
 
-// recordingID returns the query id a recording store gives a statement
+// RecordingID returns the query id a recording store gives a statement
 // that has none.
-func recordingID(database string) string { return RecordedPrefix(database) + uuid.NewString() }
+func RecordingID(database string) string { return RecordedPrefix(database) + uuid.NewString() }

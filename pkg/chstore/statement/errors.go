@@ -1,4 +1,4 @@
-package chstore
+package statement
 
 import (
 	"context"
@@ -16,6 +16,10 @@ import (
 // concurrent query limit), as opposed to a bad statement or missing data.
 // The API answers it with 503 and Retry-After instead of 500.
 var ErrUnavailable = errors.New("clickhouse is unavailable")
+
+// ErrGateTimeout: every connection of the pool stayed busy for the whole
+// wait (the store's gate). Classify wraps it with ErrUnavailable.
+var ErrGateTimeout = errors.New("all clickhouse connections busy")
 
 // overloadCodes are ClickHouse exception codes that say "not now": the
 // server is over a limit, shutting down or lost a connection, and the same
@@ -38,7 +42,7 @@ var overloadCodes = map[int32]bool{
 // no connection of the pool came free in time, or the server refused the
 // statement for a limit or a shutdown. Other errors (a bad statement, a
 // cancelled request) are returned as they are. Every read and write of the
-// store passes through it (classifyingConn), so callers only test
+// store passes through it (chstore's classifyingConn), so callers only test
 // errors.Is(err, ErrUnavailable).
 func Classify(err error) error {
 	if err == nil || errors.Is(err, ErrUnavailable) || !unavailable(err) {
@@ -54,7 +58,7 @@ func unavailable(err error) bool {
 	}
 	var netErr net.Error
 	switch {
-	case errors.Is(err, clickhouse.ErrAcquireConnTimeout), errors.Is(err, errGateTimeout),
+	case errors.Is(err, clickhouse.ErrAcquireConnTimeout), errors.Is(err, ErrGateTimeout),
 		errors.Is(err, clickhouse.ErrConnectionClosed):
 		return true
 	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),

@@ -1,4 +1,4 @@
-package chstore
+package search
 
 import (
 	"context"
@@ -6,12 +6,14 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // The sizes of search='s probed grams (grams.go), kept per process. A
 // search probed each of its term's grams (up to six capped counts of
 // person_email_grams' key ranges) before reading the rarest: at 50k
-// persons about half of the list's time (G5c). The common grams (`use`,
+// persons about half of the list's time. The common grams (`use`,
 // `com`, `@ex`) come back in nearly every term, and a gram's size moves
 // slowly, so a count is kept for gramSizeLife. A stale size may pick a
 // gram that has since grown, which costs the search more reads, never a
@@ -43,7 +45,7 @@ type gramSizes struct {
 	censusGrams  int
 	load         func(ctx context.Context, project uint64) (map[string]uint64, error)
 	censusLoaded func(project uint64) // tests: a load ended
-	// probes counts the statements of capped counts (gramSizesOf).
+	// probes counts the statements of capped counts (sizesOf).
 	probes int
 }
 
@@ -178,12 +180,12 @@ func (g *gramSizes) loadCensus(project uint64) {
 	}
 }
 
-// gramCensus reads the size of each gram of at least censusFloor rows in
+// readCensus reads the size of each gram of at least censusFloor rows in
 // project's person_email_grams (rows, as the probes count them: old
 // versions too, which a search's read passes over as well). One thread,
-// at backgroundPriority: it pauses while the API's reads by key run.
-func (s *Store) gramCensus(ctx context.Context, project uint64) (map[string]uint64, error) {
-	rows, err := s.conn.Query(boundCtx(ctx, clickhouse.Settings{"max_threads": 1, "priority": backgroundPriority}), `SELECT gram, count() AS n FROM person_email_grams
+// at statement.BackgroundPriority: it pauses while the API's reads by key run.
+func (x *Index) readCensus(ctx context.Context, project uint64) (map[string]uint64, error) {
+	rows, err := x.conn.Query(statement.Bound(ctx, clickhouse.Settings{"max_threads": 1, "priority": statement.BackgroundPriority}), `SELECT gram, count() AS n FROM person_email_grams
 		WHERE project_id = ? AND gram != '' GROUP BY gram HAVING n >= ?`, project, uint64(censusFloor))
 	if err != nil {
 		return nil, err
@@ -199,4 +201,26 @@ func (s *Store) gramCensus(ctx context.Context, project uint64) (map[string]uint
 		sizes[gram] = n
 	}
 	return sizes, rows.Err()
+}
+
+// Probes is how many statements of capped gram counts the index has made
+// (the tests of the census watch it).
+func (x *Index) Probes() int {
+	x.sizes.mu.Lock()
+	defer x.sizes.mu.Unlock()
+	return x.sizes.probes
+}
+
+// WatchCensus calls loaded when a project's census load ends and, when
+// aged, runs the census clock gramSizeLife ahead, so that every census
+// read is old; for the tests of the census.
+func (x *Index) WatchCensus(loaded func(project uint64), aged bool) {
+	age := time.Duration(0)
+	if aged {
+		age = gramSizeLife
+	}
+	x.sizes.mu.Lock()
+	defer x.sizes.mu.Unlock()
+	x.sizes.censusLoaded = loaded
+	x.sizes.now = func() time.Time { return time.Now().Add(age) }
 }

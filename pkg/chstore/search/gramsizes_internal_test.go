@@ -1,4 +1,4 @@
-package chstore
+package search
 
 import (
 	"fmt"

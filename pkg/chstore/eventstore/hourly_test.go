@@ -1,4 +1,4 @@
-package chstore_test
+package eventstore_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/testenv"
 )
@@ -26,7 +26,7 @@ func TestRestoreHourlyCounts(t *testing.T) {
 	ctx := context.Background()
 	hour := time.Date(2024, 3, 5, 10, 0, 0, 0, time.UTC)
 	row := hourlyRow(hour)
-	rows := []chstore.EventRow{
+	rows := []eventstore.Row{
 		row(1, "a", "d1", 7, time.Minute, "{}"),
 		row(2, "a", "d1", 7, 59*time.Minute, "{}"),        // the same key
 		row(3, "a", "d1", 7, 61*time.Minute, "{}"),        // the next hour
@@ -52,7 +52,7 @@ func TestRestoreHourlyCounts(t *testing.T) {
 	exec(ins, 1, "b", hour.Unix(), "d2", 8, 5)
 	exec(ins, 1, "c", hour.Unix(), "d3", 9, 7)
 	exec(ins, 1, "a", hour.Unix(), "d1", 7, 1)
-	written, err := store.WrittenEvents(ctx, rows)
+	written, err := store.Events().Written(ctx, rows)
 	if err != nil || len(written) != len(rows) {
 		t.Fatalf("written: %v, %v", written, err)
 	}
@@ -62,7 +62,7 @@ func TestRestoreHourlyCounts(t *testing.T) {
 		"1\tc\t2024-03-05 10:00:00 +0000 UTC\td3\t9\t7\t\n"
 	var stored []string
 	for run := range 2 {
-		if err := store.RestoreCopies(ctx, rows, written); err != nil {
+		if err := store.Events().RestoreCopies(ctx, rows, written); err != nil {
 			t.Fatal(err)
 		}
 		if got := testenv.QueryText(t, store, testenv.HourlySumsSQL); got != want {
@@ -92,9 +92,9 @@ func TestRestoreHourlyCountsOfAFullBatch(t *testing.T) {
 	ctx := context.Background()
 	hour := time.Date(2024, 3, 5, 10, 0, 0, 0, time.UTC)
 	const n = 20000
-	rows := make([]chstore.EventRow, n)
+	rows := make([]eventstore.Row, n)
 	for i := range rows {
-		rows[i] = chstore.EventRow{ProjectID: 1, UUID: uuid.New(), Event: "a", DistinctID: fmt.Sprintf("d%d", i),
+		rows[i] = eventstore.Row{ProjectID: 1, UUID: uuid.New(), Event: "a", DistinctID: fmt.Sprintf("d%d", i),
 			PersonID: uint64(i + 1), Timestamp: hour.Add(time.Duration(i) * time.Second), Properties: "{}", Seq: uint64(i + 1)}
 	}
 	if err := store.Conn().Exec(ctx, "DETACH TABLE events_hourly_rows_mv"); err != nil {
@@ -106,11 +106,11 @@ func TestRestoreHourlyCountsOfAFullBatch(t *testing.T) {
 	if err := store.Conn().Exec(ctx, "ATTACH TABLE events_hourly_rows_mv"); err != nil {
 		t.Fatal(err)
 	}
-	written, err := store.WrittenEvents(ctx, rows)
+	written, err := store.Events().Written(ctx, rows)
 	if err != nil || len(written) != n {
 		t.Fatalf("written: %d, %v", len(written), err)
 	}
-	if err := store.RestoreCopies(ctx, rows, written); err != nil {
+	if err := store.Events().RestoreCopies(ctx, rows, written); err != nil {
 		t.Fatal(err)
 	}
 	if got := testenv.QueryText(t, store, "SELECT count(), sum(events) FROM events_hourly"); got != fmt.Sprintf("%d\t%d\t\n", n, n) {
@@ -121,11 +121,11 @@ func TestRestoreHourlyCountsOfAFullBatch(t *testing.T) {
 // TestHourlyViewCountsEachEvent: events_hourly_rows_mv (schema 0018) writes
 // one row of count 1 for each counted events row, with no GROUP BY over
 // the inserted block (the grouping cost more server CPU than the rows it
-// saved: docs/performance.md, h/g1v); the sums per key readers take are
+// saved, as measured in docs/performance.md); the sums per key readers take are
 // the events' counts, the API's $actor events left out, as before.
 func TestHourlyViewCountsEachEvent(t *testing.T) {
 	at := hourlyRow(time.Date(2024, 6, 1, 8, 0, 0, 0, time.UTC))
-	rows := []chstore.EventRow{
+	rows := []eventstore.Row{
 		at(10, "view", "u1", 3, 0, "{}"),
 		at(11, "$set", "u1", 3, time.Second, `{"$actor":{"id":2}}`), // not counted
 		at(12, "view", "u1", 3, 30*time.Minute, "{}"),               // the key of 10, the same block
@@ -148,9 +148,9 @@ func TestHourlyViewCountsEachEvent(t *testing.T) {
 }
 
 // hourlyRow makes events rows of project 1 at an offset from hour.
-func hourlyRow(hour time.Time) func(seq uint64, event, did string, person uint64, at time.Duration, props string) chstore.EventRow {
-	return func(seq uint64, event, did string, person uint64, at time.Duration, props string) chstore.EventRow {
-		return chstore.EventRow{ProjectID: 1, UUID: uuid.New(), Event: event, DistinctID: did, PersonID: person,
+func hourlyRow(hour time.Time) func(seq uint64, event, did string, person uint64, at time.Duration, props string) eventstore.Row {
+	return func(seq uint64, event, did string, person uint64, at time.Duration, props string) eventstore.Row {
+		return eventstore.Row{ProjectID: 1, UUID: uuid.New(), Event: event, DistinctID: did, PersonID: person,
 			Timestamp: hour.Add(at), Properties: props, Seq: seq}
 	}
 }

@@ -1,4 +1,4 @@
-package chstore
+package search
 
 import (
 	"context"
@@ -7,11 +7,12 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/fold"
 	"github.com/personhub/personhub/pkg/propfilter"
 )
 
-// search='s email part by key (schema 0012, G5c). An email contains a term
+// search='s email part by key (schema 0012). An email contains a term
 // only if it contains each of the term's trigrams, so the persons having
 // the term's rarest trigrams are a superset of those whose email contains
 // it: read by key from person_email_grams, not by scanning every email of
@@ -48,7 +49,7 @@ func trigrams(s string) []string {
 	return slices.Compact(grams)
 }
 
-// writePersonEmailGrams writes the grams of each written person's email
+// WriteGrams writes the grams of each written person's email
 // (but of those whose email the store's rows already index: EmailIndexed),
 // in the stage of person_emails (before the persons rows): like it, a
 // superset of the grams of the emails persons have. Each row carries the
@@ -56,10 +57,11 @@ func trigrams(s string) []string {
 // on the rows of its rarest gram. Columns are appended whole: a person has
 // about twenty grams, and a row-by-row Append costs the ingester a call
 // per value.
-func (s *Store) writePersonEmailGrams(ctx context.Context, persons []fold.PersonRow) error {
+func (x *Index) WriteGrams(ctx context.Context, persons []fold.PersonRow) error {
 	// The grams first, so the columns are allocated once at their size
 	// (some twenty rows a person: grown by append, they were a few
-	// percent of the ingester's CPU in G1's profile, with the GC's share).
+	// percent of the ingester's CPU in the ingest benchmark's profile,
+	// with the GC's share).
 	type emailRows struct {
 		at     int // in persons
 		grams  []string
@@ -95,14 +97,14 @@ func (s *Store) writePersonEmailGrams(ctx context.Context, persons []fold.Person
 			gramBytes, emailBytes = gramBytes+len(g), emailBytes+len(e.folded)
 		}
 	}
-	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO person_email_grams (project_id, gram, id, version, email)`)
+	batch, err := x.conn.PrepareBatch(ctx, `INSERT INTO person_email_grams (project_id, gram, id, version, email)`)
 	if err != nil {
 		return err
 	}
 	// The driver would grow both string columns by doubling (they were
-	// half of the grams' allocation in G1).
-	reserveStrings(batch, 1, n, gramBytes)
-	reserveStrings(batch, 4, n, emailBytes)
+	// half of the grams' allocation in the ingest benchmark).
+	statement.ReserveStrings(batch, 1, n, gramBytes)
+	statement.ReserveStrings(batch, 4, n, emailBytes)
 	for i, col := range []any{projects, grams, ids, versions, emails} {
 		if err := batch.Column(i).Append(col); err != nil {
 			batch.Abort()
@@ -129,42 +131,42 @@ const (
 	maxGramCap  = 8192
 	// A gram above 1/256 of the project's persons is not rare. The
 	// probe's cost is about the rows it counts (~0.1 ms per 1,000 at 1M
-	// persons, h/g5s2), so the cap is set low: every probed gram at
+	// persons), so the cap is set low: every probed gram at
 	// the cap is rare enough to read as often as not.
 	gramCapShare = 256
 )
 
-// gramProbe is search='s choice of gram: the grams weighed (all of the
+// Probe is search='s choice of gram: the grams weighed (all of the
 // term's with the census, a spread few when probed), the cap of each
 // probe's count (0 with the census), and the rarest of them, the one read.
-type gramProbe struct {
+type Probe struct {
 	grams  []string
 	limit  uint64
 	rarest string
 }
 
-// searchGrams is the probe of q's search term, or none when the email
-// part must scan: a term shorter than a gram or not ASCII (its case
-// folding is Unicode's).
-func (s *Store) searchGrams(ctx context.Context, q ListQuery) (gramProbe, error) {
-	if len(q.Search) < 3 || !isASCII(q.Search) {
-		return gramProbe{}, nil
+// Probe is the probe of a project's search term, or none when the email
+// part must scan: no term, a term shorter than a gram or not ASCII (its
+// case folding is Unicode's).
+func (x *Index) Probe(ctx context.Context, project uint64, term string) (Probe, error) {
+	if len(term) < 3 || !isASCII(term) {
+		return Probe{}, nil
 	}
 	// The census knows every gram, so every gram of the term is a
 	// choice, and no cap applies; the probe counts a spread few.
-	all := trigrams(q.Search)
-	p := gramProbe{grams: all}
-	sizes, ok := s.gramSizes.fromCensus(q.ProjectID, all)
+	all := trigrams(term)
+	p := Probe{grams: all}
+	sizes, ok := x.sizes.fromCensus(project, all)
 	if !ok {
-		p = gramProbe{grams: spread(all, probedGrams), limit: maxGramCap}
-		if live, _, ok, err := s.LiveCount(ctx, q.ProjectID); err != nil {
-			return gramProbe{}, err
+		p = Probe{grams: spread(all, probedGrams), limit: maxGramCap}
+		if live, ok, err := x.live(ctx, project); err != nil {
+			return Probe{}, err
 		} else if ok {
 			p.limit = min(max(live/gramCapShare, minGramCap), maxGramCap)
 		}
 		var err error
-		if sizes, err = s.gramSizesOf(ctx, q.ProjectID, p); err != nil {
-			return gramProbe{}, err
+		if sizes, err = x.sizesOf(ctx, project, p); err != nil {
+			return Probe{}, err
 		}
 	}
 	// The smallest count, then the first by name (among grams at the
@@ -178,24 +180,24 @@ func (s *Store) searchGrams(ctx context.Context, q ListQuery) (gramProbe, error)
 	return p, nil
 }
 
-// gramSizesOf returns the capped count of each of p's grams in project's
+// sizesOf returns the capped count of each of p's grams in project's
 // person_email_grams: those kept (gramsizes.go), and the others counted in
 // one statement.
-func (s *Store) gramSizesOf(ctx context.Context, project uint64, p gramProbe) (map[string]uint64, error) {
-	sizes, missing := s.gramSizes.get(project, p.grams, p.limit)
+func (x *Index) sizesOf(ctx context.Context, project uint64, p Probe) (map[string]uint64, error) {
+	sizes, missing := x.sizes.get(project, p.grams, p.limit)
 	if len(missing) == 0 {
 		return sizes, nil
 	}
-	s.gramSizes.mu.Lock()
-	s.gramSizes.probes++
-	s.gramSizes.mu.Unlock()
+	x.sizes.mu.Lock()
+	x.sizes.probes++
+	x.sizes.mu.Unlock()
 	parts := make([]string, len(missing))
 	args := make([]any, 0, 3*len(missing))
 	for i, g := range missing {
 		parts[i] = "SELECT ? AS gram, count() AS n FROM (SELECT 1 FROM person_email_grams WHERE project_id = ? AND gram = ? LIMIT ?)"
 		args = append(args, g, project, g, p.limit)
 	}
-	rows, err := s.conn.Query(probeCtx(ctx, p), strings.Join(parts, " UNION ALL "), args...)
+	rows, err := x.conn.Query(p.Ctx(ctx), strings.Join(parts, " UNION ALL "), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -207,24 +209,24 @@ func (s *Store) gramSizesOf(ctx context.Context, project uint64, p gramProbe) (m
 			return nil, err
 		}
 		sizes[g] = n
-		s.gramSizes.put(project, g, n, p.limit)
+		x.sizes.put(project, g, n, p.limit)
 	}
 	return sizes, rows.Err()
 }
 
-// probeCtx is readCtx for the probe's counts and the search's candidates:
+// Ctx is statement.Read for the probe's counts and the search's candidates:
 // blocks of a granule, one stream. A count stops at its LIMIT only between
 // blocks, and the default block (65,536 rows) or streams reading ahead
 // would read the common grams far past the cap. The candidates' statement
 // reads a gram's key range and the candidates' granules of persons, small
 // reads that one stream serves best. Its settings replace the caller's,
-// so it keeps keyReadCtx's priority itself: a user waits for these as for
+// so it keeps statement.KeyRead's priority itself: a user waits for these as for
 // any list page (an export's few candidates share it).
-func probeCtx(ctx context.Context, p gramProbe) context.Context {
+func (p Probe) Ctx(ctx context.Context) context.Context {
 	if len(p.grams) == 0 {
 		return ctx
 	}
-	return boundCtx(ctx, clickhouse.Settings{"optimize_move_to_prewhere": 0, "max_block_size": minGramCap, "max_threads": 1, "priority": keyReadPriority})
+	return statement.Bound(ctx, clickhouse.Settings{"optimize_move_to_prewhere": 0, "max_block_size": minGramCap, "max_threads": 1, "priority": statement.KeyReadPriority})
 }
 
 // spread is at most n of grams, evenly spaced, the first and last kept

@@ -1,12 +1,15 @@
-package chstore
+package eventstore
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
-// HourlyCountsSQL is the counts events_hourly holds (schema 0014), taken
+// hourlyCounts is the counts events_hourly holds (schema 0014), taken
 // from events as stored, among the rows where selects (the events'
 // columns, no GROUP BY): one count per (project, event, hour, distinct
 // id, person), with the view's filter (the API's command events, which
@@ -16,15 +19,43 @@ import (
 // message that a replay counts twice too (docs/analysis.md). The deleter
 // rebuilds a person's counts from it, and restoreHourly corrects a
 // recovered batch's keys to it.
-func HourlyCountsSQL(where string) string {
+func hourlyCounts(where string) string {
 	return "SELECT project_id, event, toStartOfHour(timestamp) AS hour, distinct_id, person_id, count() AS n FROM events " +
 		"WHERE visitParamHas(properties, '$actor') = 0 AND " + where +
 		" GROUP BY project_id, event, hour, distinct_id, person_id"
 }
 
+// astElements bounds the AST of restoreHourly's statement: a chunk
+// (statement.Chunk) of keys, each some 12 elements, with room to spare.
+const astElements = 16 * statement.Chunk
+
+// PersonHours selects the events rows of some persons of one project in
+// the hours [From, To) (Unix seconds, whole hours), or in every hour
+// (AllHours).
+type PersonHours struct {
+	ProjectID uint64
+	PersonIDs []uint64
+	From, To  uint32
+	AllHours  bool
+}
+
+// RebuildHourly counts into events_hourly the events the selection finds
+// in events, as the view counts an insert (hourlyCounts). The deleter
+// calls it for a batch's persons once their events are mutated, after it
+// deleted their hourly rows in those hours (pkg/deletion).
+func (s *Store) RebuildHourly(ctx context.Context, sel PersonHours) error {
+	where, args := "project_id = ? AND person_id IN ?", []any{sel.ProjectID, statement.Set(sel.PersonIDs)}
+	if !sel.AllHours {
+		where += " AND timestamp >= toDateTime(?) AND timestamp < toDateTime(?)"
+		args = append(args, sel.From, sel.To)
+	}
+	return s.conn.Exec(ctx, "INSERT INTO events_hourly (project_id, event, hour, distinct_id, person_id, events) "+
+		hourlyCounts(where), args...)
+}
+
 // restoreHourly makes events_hourly exact for the keys (project, event,
 // hour, distinct id, person) of the rows, among the seqs given (rows
-// WrittenEvents found), that an interrupted insert left in events: as for
+// Written found), that an interrupted insert left in events: as for
 // events_by_distinct_id (RestoreCopies), ClickHouse writes events before
 // the view that counts them, and the retry leaves the rows out. A sum
 // cannot tell which events it holds, so each key gets one row of the
@@ -38,11 +69,7 @@ func HourlyCountsSQL(where string) string {
 // partition's keys, and runs this before the retry's insert. A restore
 // interrupted midway runs again with the same result, since it only
 // brings the sums to the count.
-// astElements bounds the AST of restoreHourly's statement: a chunk of
-// keys, each some 12 elements, with room to spare.
-const astElements = 16 * chunk
-
-func (s *Store) restoreHourly(ctx context.Context, rows []EventRow, written map[uint64]bool) error {
+func (s *Store) restoreHourly(ctx context.Context, rows []Row, written map[uint64]bool) error {
 	type key struct {
 		event, did string
 		hour       uint32
@@ -66,7 +93,7 @@ func (s *Store) restoreHourly(ctx context.Context, rows []EventRow, written map[
 	// default 50,000 (the statement failed at a full batch's 20k keys, and
 	// the ingester retried the batch for ever); raised for this statement
 	// only (both settings exist on 18.16 and 24.x).
-	ctx = boundCtx(ctx, clickhouse.Settings{"max_ast_elements": astElements, "max_expanded_ast_elements": astElements})
+	ctx = statement.Bound(ctx, clickhouse.Settings{"max_ast_elements": astElements, "max_expanded_ast_elements": astElements})
 	for project, keys := range byProject {
 		all := make([]any, 0, len(keys))
 		var minHour, maxHour uint32
@@ -77,11 +104,11 @@ func (s *Store) restoreHourly(ctx context.Context, rows []EventRow, written map[
 			}
 			maxHour = max(maxHour, k.hour)
 		}
-		for start := 0; start < len(all); start += chunk {
-			part := clickhouse.GroupSet{Value: all[start:min(start+chunk, len(all))]}
+		for start := 0; start < len(all); start += statement.Chunk {
+			part := clickhouse.GroupSet{Value: all[start:min(start+statement.Chunk, len(all))]}
 			// The hour range prunes both tables' month partitions; the
 			// keys select the rows.
-			counted := HourlyCountsSQL("project_id = ? AND timestamp >= toDateTime(?) AND timestamp < toDateTime(?) " +
+			counted := hourlyCounts("project_id = ? AND timestamp >= toDateTime(?) AND timestamp < toDateTime(?) " +
 				"AND (event, toUInt32(toStartOfHour(timestamp)), distinct_id, person_id) IN ?")
 			err := s.conn.Exec(ctx, `INSERT INTO events_hourly (project_id, event, hour, distinct_id, person_id, events)
 				SELECT project_id, event, hour, distinct_id, person_id, toUInt64(sum(d)) FROM (
@@ -93,7 +120,7 @@ func (s *Store) restoreHourly(ctx context.Context, rows []EventRow, written map[
 				) GROUP BY project_id, event, hour, distinct_id, person_id HAVING sum(d) != 0`,
 				project, minHour, maxHour+3600, part, project, minHour, maxHour, part)
 			if err != nil {
-				return wrap("restore events_hourly", err)
+				return fmt.Errorf("restore events_hourly: %w", err)
 			}
 		}
 	}
@@ -107,7 +134,7 @@ func (s *Store) restoreHourly(ctx context.Context, rows []EventRow, written map[
 // stored persons where an override applies; pkg/insight, storedIsCurrent).
 // Per project, the lowest seq of each hour, in one statement of two
 // arrays. A minimum takes the same seqs twice, so it runs again as it is.
-func (s *Store) restoreFirstSeq(ctx context.Context, rows []EventRow, written map[uint64]bool) error {
+func (s *Store) restoreFirstSeq(ctx context.Context, rows []Row, written map[uint64]bool) error {
 	lowest := map[uint64]map[uint32]uint64{}
 	for _, r := range rows {
 		if !written[r.Seq] {
@@ -123,7 +150,7 @@ func (s *Store) restoreFirstSeq(ctx context.Context, rows []EventRow, written ma
 			hours[hour] = r.Seq
 		}
 	}
-	ctx = loaderCtx(ctx)
+	ctx = statement.Loader(ctx)
 	for project, hours := range lowest {
 		hs, seqs := make([]uint32, 0, len(hours)), make([]uint64, 0, len(hours))
 		for h, seq := range hours {
@@ -133,7 +160,7 @@ func (s *Store) restoreFirstSeq(ctx context.Context, rows []EventRow, written ma
 			SELECT ?, toDateTime(arrayElement(?, i)) AS hour, minState(toUInt64(arrayElement(?, i))) FROM (SELECT arrayJoin(range(?)) + 1 AS i) GROUP BY hour`,
 			project, hs, seqs, uint64(len(hs)))
 		if err != nil {
-			return wrap("restore events_first_seq", err)
+			return fmt.Errorf("restore events_first_seq: %w", err)
 		}
 	}
 	return nil
