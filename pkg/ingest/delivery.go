@@ -47,6 +47,7 @@ func (i *Ingester) subscribe(ctx context.Context) (jetstream.MessagesContext, er
 	// The first message of a new consumer is the first the stream holds
 	// for it from the start sequence, whatever its sequence.
 	i.next, i.nextDelivery, i.behind = 0, 0, false
+	i.cons, i.served = cons, 0
 	return iter, nil
 }
 
@@ -175,9 +176,10 @@ func (i *Ingester) collect(ctx context.Context, iter jetstream.MessagesContext, 
 			}
 		}
 		var stalled context.Context
-		if !waiting && i.behind {
-			// A blocking wait while the stream holds more for the
-			// consumer: bounded, as those messages may be lost.
+		if !waiting {
+			// A blocking wait is bounded: with the stream holding more
+			// for the consumer, those messages may be lost; caught up,
+			// a burst after the last message may have been (lostAtTail).
 			stalled, stopCaught = context.WithTimeout(ctx, i.cfg.StallWait)
 			opts = []jetstream.NextOpt{jetstream.NextContext(stalled)}
 		}
@@ -191,7 +193,10 @@ func (i *Ingester) collect(ctx context.Context, iter jetstream.MessagesContext, 
 				break
 			}
 			if stalled != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-				return batch, &stallError{}
+				if i.behind || i.lostAtTail(ctx) {
+					return batch, &stallError{}
+				}
+				continue
 			}
 			return batch, err
 		}
@@ -220,6 +225,37 @@ func (i *Ingester) collect(ctx context.Context, iter jetstream.MessagesContext, 
 		batch = append(batch, p)
 	}
 	return batch, nil
+}
+
+// lostAtTail reports whether the consumer delivered messages that this
+// ingester has not received for two StallWaits in a row. A caught-up
+// ingester (the last message said the stream held nothing more) whose
+// client then drops a whole burst sees neither a hole nor a pending
+// count, and JetStream never delivers the burst again: only the
+// consumer's own count of deliveries shows it. A message that the server
+// counted a moment before the first check is still in flight then, hence
+// the second. An unanswered question (the consumer's leader away) is no
+// answer: the heartbeats cover a lost server.
+func (i *Ingester) lostAtTail(ctx context.Context) bool {
+	if i.cons == nil {
+		return false
+	}
+	ask, cancel := context.WithTimeout(ctx, i.cfg.StallWait)
+	defer cancel()
+	info, err := i.cons.Info(ask)
+	if err != nil {
+		return false
+	}
+	received := uint64(0)
+	if i.nextDelivery > 0 {
+		received = i.nextDelivery - 1
+	}
+	lost := i.served > received
+	i.served = 0
+	if info.Delivered.Consumer > received {
+		i.served = info.Delivered.Consumer
+	}
+	return lost
 }
 
 // ackInfo is what decode reads of a message's JetStream metadata.

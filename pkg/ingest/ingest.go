@@ -57,7 +57,10 @@ type Config struct {
 	// (NumPending > 0). Past it, messages in flight were lost in the
 	// client (a full buffer: "slow consumer, messages dropped") and no
 	// later delivery shows the hole, so the consumer is recreated from
-	// the last commit (collect).
+	// the last commit (collect). A caught-up ingester that waits this
+	// long asks the server how many messages the consumer delivered:
+	// a whole burst lost after the last one received leaves no other
+	// trace (lostAtTail).
 	StallWait time.Duration
 	// Streams creates the streams and the progress bucket when they are
 	// missing; existing ones are bound as they are.
@@ -192,6 +195,11 @@ type Ingester struct {
 	// behind: the last message delivered said the stream holds more for
 	// the consumer (collect's stall check).
 	behind bool
+	// cons is the consumer subscribe created, asked by lostAtTail.
+	cons jetstream.Consumer
+	// served is the consumer's delivered count that lostAtTail last saw
+	// beyond what this ingester received; 0 when it saw none.
+	served uint64
 	// dropDelivery, set by tests only, makes collect lose a delivered
 	// message as the client does when its buffer is full.
 	dropDelivery func(seq uint64) bool

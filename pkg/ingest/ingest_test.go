@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,7 +25,14 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+// quietLogger discards the ingesters' logs, or writes them to stderr
+// when INGEST_TEST_LOG is set (to read what a failing test's ingesters did).
+func quietLogger() *slog.Logger {
+	if os.Getenv("INGEST_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
 
 // publish sends envelopes (with uuid and timestamp filled in) to a
 // project's event subject.
