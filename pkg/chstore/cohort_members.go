@@ -26,3 +26,22 @@ func (s *Store) writeCohortMembers(ctx context.Context, rows []fold.CohortMember
 	}
 	return batch.Send()
 }
+
+// StaticMembers is the SELECT of the distinct ids that are members of a
+// static cohort of the project (cohort_people, FINAL), of those among ids
+// only when ids is not nil (a key read).
+func StaticMembers(projectID, cohortID uint64, ids []string) statement.Subquery {
+	if ids == nil {
+		return statement.NewSubquery("SELECT distinct_id FROM cohort_people FINAL WHERE project_id = ? AND cohort_id = ? AND is_deleted = 0", projectID, cohortID)
+	}
+	return statement.NewSubquery("SELECT distinct_id FROM cohort_people FINAL WHERE project_id = ? AND cohort_id = ? AND distinct_id IN ? AND is_deleted = 0",
+		projectID, cohortID, statement.Set(ids))
+}
+
+// StaticMembersAmong is the SELECT of the distinct ids that are members
+// of a static cohort of the project and among those ids selects.
+func StaticMembersAmong(projectID, cohortID uint64, ids statement.Subquery) statement.Subquery {
+	in, args := ids.In("distinct_id")
+	return statement.NewSubquery("SELECT distinct_id FROM cohort_people FINAL WHERE project_id = ? AND cohort_id = ? AND is_deleted = 0 AND "+in,
+		append([]any{projectID, cohortID}, args...)...)
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/insight"
 	"github.com/personhub/personhub/pkg/propfilter"
 )
@@ -33,33 +34,15 @@ var intervals = map[string]func(t time.Time, n int) time.Time{
 // get_count_operator; no operator means eq).
 var countOperators = map[string]string{"gte": ">=", "lte": "<=", "gt": ">", "lt": "<", "eq": "=", "exact": "="}
 
-// ourEvents are the events behavioural filters on an event name count:
-// each with its current owner (pid), so events from before a merge count
-// for the merged person. Events the API's commands produce (they carry
-// $actor) are not behaviour. Scoped to one person, both sides read only
-// its distinct ids, the events from events_by_distinct_id (schema 0009:
-// the same rows, $actor events left out, sorted by distinct id), so the
-// read is a key range per id instead of a scan of the project's window.
-func (r *resolver) ourEvents(event string, since time.Time) (string, []any) {
+// performed selects the events of one name at or after since that a
+// behavioural filter counts (eventstore.Performed): scoped to one person,
+// only its distinct ids'.
+func (r *resolver) performed(event string, since time.Time) eventstore.Performed {
+	p := eventstore.Performed{Project: r.project, Event: event, Since: since}
 	if r.person != nil {
-		ids := groupSet(r.person.distinctIDs)
-		return "SELECT pid, uuid FROM events_by_distinct_id " + ownersJoin(" AND distinct_id IN ?") +
-				" WHERE project_id = ? AND distinct_id IN ? AND event = ? AND timestamp >= toDateTime(?, 'UTC')",
-			[]any{r.project, ids, r.project, ids, event, since.Format(time.DateTime)}
+		p.DistinctIDs = r.person.distinctIDs
 	}
-	return "SELECT pid, uuid FROM events " + ownersJoin("") +
-			" WHERE project_id = ? AND event = ? AND timestamp >= toDateTime(?, 'UTC') AND visitParamHas(properties, '$actor') = 0",
-		[]any{r.project, r.project, event, since.Format(time.DateTime)}
-}
-
-// ownersJoin joins ourEvents' rows with the live owner (pid) of their
-// distinct id in the project (one placeholder), the owners narrowed by
-// more (a condition starting with " AND", or ""). The subquery has an
-// alias: current ClickHouse refuses a joined subquery without one
-// (joined_subquery_requires_alias).
-func ownersJoin(more string) string {
-	return "ALL INNER JOIN (SELECT distinct_id, person_id AS pid FROM person_distinct_ids FINAL WHERE project_id = ?" + more +
-		" AND is_deleted = 0) AS owners USING distinct_id"
+	return p
 }
 
 // behavioral compiles {"type":"behavioral","key":K,"value":V,
@@ -93,13 +76,7 @@ func (r *resolver) behavioral(ctx context.Context, f map[string]any) (propfilter
 	if value == "performed_event" && (f["event_type"] == nil || f["event_type"] == "events") {
 		// The cheaper form: owners of the distinct ids that sent it.
 		if event, _ := f["key"].(string); event != "" {
-			if r.person != nil {
-				// One person: its ids' rows of events_by_distinct_id, by key.
-				return r.ownerOf("SELECT distinct_id FROM events_by_distinct_id WHERE project_id = ? AND distinct_id IN ? AND event = ? AND timestamp >= toDateTime(?, 'UTC')",
-					r.project, groupSet(r.person.distinctIDs), event, since.Format(time.DateTime)), nil
-			}
-			return r.ownerOf("SELECT distinct_id FROM events WHERE project_id = ? AND event = ? AND timestamp >= toDateTime(?, 'UTC') AND visitParamHas(properties, '$actor') = 0",
-				r.project, event, since.Format(time.DateTime)), nil
+			return r.ownerOf(r.performed(event, since).IDs()), nil
 		}
 	}
 	events, args, err := r.behaviourEvents(ctx, f, since)
@@ -137,7 +114,7 @@ func (r *resolver) behaviourEvents(ctx context.Context, f map[string]any, since 
 		if event == "" {
 			return "", nil, invalid("filters", "A behavioral filter needs the event name as key.")
 		}
-		sql, args := r.ourEvents(event, since)
+		sql, args := r.performed(event, since).Owned().Text()
 		return sql, args, nil
 	case "actions":
 		id, err := whole(f["key"], 1<<53)

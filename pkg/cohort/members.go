@@ -10,6 +10,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/distinctids"
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/command"
 	"github.com/personhub/personhub/pkg/propfilter"
 )
@@ -98,9 +101,8 @@ func (s *Service) RemoveMember(ctx context.Context, log Log, projectID, id uint6
 	if err != nil {
 		return View{}, err
 	}
-	ids, err := s.strings(readCtx(ctx), "SELECT distinct_id FROM cohort_people FINAL WHERE project_id = ? AND cohort_id = ? AND is_deleted = 0 AND distinct_id IN "+
-		"(SELECT arrayJoin(distinct_ids) FROM persons FINAL WHERE project_id = ? AND is_deleted = 0 AND "+cond+") ORDER BY distinct_id",
-		projectID, id, projectID, arg)
+	sql, args := chstore.StaticMembersAmong(projectID, id, chstore.LiveDistinctIDs(projectID, cond, arg)).Text()
+	ids, err := s.strings(readCtx(ctx), sql+" ORDER BY distinct_id", args...)
 	if err != nil {
 		return View{}, fmt.Errorf("cohort: find members: %w", err)
 	}
@@ -164,22 +166,23 @@ func (s *Service) resolve(ctx context.Context, projectID uint64, in Input, max i
 	var found []string
 	if len(ints)+len(uuids) > 0 {
 		var conds []string
-		var args = []any{projectID}
+		var args []any
 		if len(ints) > 0 {
-			conds, args = append(conds, "id IN ?"), append(args, groupSet(ints))
+			conds, args = append(conds, "id IN ?"), append(args, statement.Set(ints))
 		}
 		if len(uuids) > 0 {
-			conds, args = append(conds, "uuid IN ?"), append(args, groupSet(uuids))
+			conds, args = append(conds, "uuid IN ?"), append(args, statement.Set(uuids))
 		}
-		ids, err := s.strings(ctx, "SELECT arrayJoin(distinct_ids) FROM persons FINAL WHERE project_id = ? AND is_deleted = 0 AND ("+strings.Join(conds, " OR ")+")", args...)
+		sql, sargs := chstore.LiveDistinctIDs(projectID, "("+strings.Join(conds, " OR ")+")", args...).Text()
+		ids, err := s.strings(ctx, sql, sargs...)
 		if err != nil {
 			return nil, fmt.Errorf("cohort: find persons: %w", err)
 		}
 		found = append(found, ids...)
 	}
 	if len(in.DistinctIDs) > 0 {
-		ids, err := s.strings(ctx, "SELECT distinct_id FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id IN ? AND is_deleted = 0",
-			projectID, groupSet(in.DistinctIDs))
+		sql, args := distinctids.LiveIDs(projectID, in.DistinctIDs).Text()
+		ids, err := s.strings(ctx, sql, args...)
 		if err != nil {
 			return nil, fmt.Errorf("cohort: find distinct ids: %w", err)
 		}

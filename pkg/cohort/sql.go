@@ -9,6 +9,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/distinctids"
 	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/propfilter"
 )
@@ -22,23 +24,25 @@ func readCtx(ctx context.Context) context.Context {
 }
 
 // ownerOf is the condition "the persons row owns one of the distinct ids
-// the subquery selects" (sub with its args), through the current owner of
-// each id: a member id merged into another person makes that person the
-// member. Scoped to one person, sub reads only the person's ids
-// (onlyPerson), and the owner is the row itself: a persons row lists the
-// ids its person owns (distinct_ids, written with every change of them),
-// so the ids found need only be in the row's list, with no lookup of
-// person_distinct_ids (a FINAL read per cohort, most of the statement's
-// time: docs/performance-history.md, "under steady writes"). The list is the row's newest,
-// so an id that left the person since the caller read its ids is no
-// longer the person's.
-func (r *resolver) ownerOf(sub string, args ...any) propfilter.Clause {
+// ids selects", through the current owner of each id: a member id merged
+// into another person makes that person the member.
+//
+// Scoped to one person, ids reads only the person's ids: a scoped
+// resolver answers for that person's row alone, so narrowing every inner
+// set to the rows of its distinct ids (key reads instead of project
+// scans) cannot change the answer. The owner is then the row itself: a
+// persons row lists the ids its person owns (distinct_ids, written with
+// every change of them), so the ids found need only be in the row's
+// list, with no lookup of person_distinct_ids (a FINAL read per cohort,
+// most of the statement's time: docs/performance-history.md, "under
+// steady writes"). The list is the row's newest, so an id that left the
+// person since the caller read its ids is no longer the person's.
+func (r *resolver) ownerOf(ids statement.Subquery) propfilter.Clause {
 	if r.person == nil {
-		return propfilter.Clause{
-			SQL:  "id IN (SELECT person_id FROM person_distinct_ids FINAL WHERE project_id = ? AND is_deleted = 0 AND distinct_id IN (" + sub + "))",
-			Args: append([]any{r.project}, args...),
-		}
+		sql, args := distinctids.LiveOwnersOf(r.project, ids).In("id")
+		return propfilter.Clause{SQL: sql, Args: args}
 	}
+	sub, args := ids.Text()
 	if len(r.person.distinctIDs) == 0 {
 		return propfilter.Clause{SQL: "(1 = 0)"}
 	}
@@ -50,18 +54,6 @@ func (r *resolver) ownerOf(sub string, args ...any) propfilter.Clause {
 type personScope struct {
 	id          uint64
 	distinctIDs []string
-}
-
-// onlyPerson narrows a scan of rows with a distinct_id column to the
-// scoped person's ids (empty when not scoped). Conditions of a scoped
-// resolver are exact for that person's row only; the person's membership
-// is all a scoped query asks, so narrowing every inner set to the rows of
-// its distinct ids (key reads instead of project scans) cannot change it.
-func (r *resolver) onlyPerson(column string) (string, []any) {
-	if r.person == nil {
-		return "", nil
-	}
-	return " AND " + column + " IN ?", []any{groupSet(r.person.distinctIDs)}
 }
 
 // Options are the persons list's filter options: cohort filters compiled
@@ -102,9 +94,11 @@ func (r *resolver) CohortClause(ctx context.Context, id uint64) (propfilter.Clau
 // clause is the membership condition of c over a persons row.
 func (r *resolver) clause(ctx context.Context, c Cohort) (propfilter.Clause, error) {
 	if c.IsStatic {
-		only, args := r.onlyPerson("distinct_id")
-		return r.ownerOf("SELECT distinct_id FROM cohort_people FINAL WHERE project_id = ? AND cohort_id = ?"+only+" AND is_deleted = 0",
-			append([]any{r.project, c.ID}, args...)...), nil
+		var only []string // every member; scoped, the person's ids only
+		if r.person != nil {
+			only = r.person.distinctIDs
+		}
+		return r.ownerOf(chstore.StaticMembers(r.project, c.ID, only)), nil
 	}
 	if len(r.stack) >= maxNesting {
 		return propfilter.Clause{}, invalid("filters", "Cohorts are nested deeper than %d levels.", maxNesting)
@@ -169,16 +163,13 @@ func (s *Service) counts(ctx context.Context, projectID uint64, cohorts []Cohort
 		if len(exprs) == 0 {
 			continue
 		}
-		sql := "SELECT [" + strings.Join(exprs, ", ") + "] FROM persons FINAL WHERE project_id = ? AND is_deleted = 0"
-		args = append(args, projectID)
+		one := uint64(0)
 		if person != nil {
-			// The sort key: every version of the row passes, so PREWHERE
-			// is safe under FINAL (readCtx keeps other filters after it).
-			sql = "SELECT [" + strings.Join(exprs, ", ") + "] FROM persons FINAL PREWHERE project_id = ? AND id = ? WHERE is_deleted = 0"
-			args = append(args, person.id)
+			one = person.id
 		}
+		sql, qargs := chstore.OverLivePersons(projectID, one, "["+strings.Join(exprs, ", ")+"]", args...).Text()
 		var got []uint64
-		if err := s.conn.QueryRow(readCtx(ctx), sql, args...).Scan(&got); err != nil {
+		if err := s.conn.QueryRow(readCtx(ctx), sql, qargs...).Scan(&got); err != nil {
 			return nil, nil, fmt.Errorf("cohort: count members: %w", err)
 		}
 		for j, i := range idx {
@@ -218,12 +209,4 @@ func (s *Service) memberships(ctx context.Context, projectID uint64, cohorts []C
 		out[i] = ok[i] && n[i] > 0
 	}
 	return out, nil
-}
-
-func groupSet[T any](values []T) clickhouse.GroupSet {
-	out := make([]any, len(values))
-	for i, v := range values {
-		out[i] = v
-	}
-	return clickhouse.GroupSet{Value: out}
 }

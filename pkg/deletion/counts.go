@@ -4,9 +4,7 @@ import (
 	"context"
 	"math"
 
-	"github.com/ClickHouse/clickhouse-go/v2/ext"
-
-	"github.com/personhub/personhub/pkg/chstore/statement"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 )
 
 // counts are a batch's rows per person in the three tables a run mutates,
@@ -15,8 +13,8 @@ import (
 // person's rows of any sequence.
 type counts struct {
 	events, eventsAll map[uint64]uint64 // events
-	copies, copiesAll map[uint64]uint64 // copyTable
-	hourly            map[uint64]uint64 // sum(events) of hourlyTable
+	copies, copiesAll map[uint64]uint64 // events_by_distinct_id
+	hourly            map[uint64]uint64 // sum(events) of events_hourly
 	// times are the earliest and latest timestamps (Unix seconds) of a
 	// person's rows in events and its copy that the batch deletes ("mine"),
 	// for persons with any; above, the same of its rows above its request
@@ -72,20 +70,14 @@ func (c counts) spanOf(b []Request) span {
 // keepsApart says whether every row of the person above its request
 // lies outside the span (and there is one): a mutation bounded by the span
 // cannot reach them, so the batch's largest sequence bounds the person as
-// well as its own would (eventsWhere).
+// well as its own would (eventstore.PurgeTarget.Clean).
 func (c counts) keepsApart(person uint64, s span) bool {
 	a, ok := c.above[person]
 	return ok && !s.all && (a[1] < s.from || a[0] >= s.to)
 }
 
-// cond is the span as a condition on col (a DateTime column), with its
-// arguments; "" for every hour.
-func (s span) cond(col string) (string, []any) {
-	if s.all {
-		return "", nil
-	}
-	return " AND " + col + " >= toDateTime(?) AND " + col + " < toDateTime(?)", []any{s.from, s.to}
-}
+// hours is the span as the events tables' owner takes it.
+func (s span) hours() eventstore.Hours { return eventstore.Hours{From: s.from, To: s.to, All: s.all} }
 
 // drift says whether a person's hourly sums are not the number of its
 // events the view counts: a run stopped between the events' mutation and
@@ -98,89 +90,53 @@ func (c counts) drift(person uint64) bool {
 	return c.hourly[person] != c.copiesAll[person]
 }
 
-// countBatch reads a batch's counts in one statement: its three branches
-// run side by side in ClickHouse, one round trip instead of three, and
-// each reads narrow columns only (project_id, person_id, seq; no
-// properties). Sums over physical rows, without FINAL, as the mutations
-// see them; the hourly sum wraps modulo 2^64 as the table's own does
-// (the events owner's restoreHourly, pkg/chstore/eventstore). The batch's persons and sequences go as an
-// external table, not spliced into the statement: for 10,000 persons the
-// spliced lists (seven of them, ~560 KB of SQL) cost 18.16 more to parse
-// than the scans themselves (BenchmarkCountBatch: 207 against 56 ms over
-// 1.86M events, the bench's purge count run twice a batch).
+// countBatch reads a batch's counts (eventstore.PurgeCounts), each
+// person's rows up to its first request's sequence as a batch's mutation
+// bounds it.
 //
 // after is nil for the first count. For the count after the mutations it
 // is the batch's span, in which inSpan counts; that count reads no hourly
 // sums (nothing uses them), and still counts the rows to delete in every
 // month, so that a request is verified only when none is left anywhere.
 func (r *Runner) countBatch(ctx context.Context, b []Request, after *span) (counts, error) {
-	del, err := ext.NewTable("del", ext.Column("person_id", "UInt64"), ext.Column("req", "UInt64"))
-	if err != nil {
-		return counts{}, err
-	}
 	seen := make(map[uint64]bool, len(b))
+	var targets []eventstore.PurgeTarget
 	for _, q := range b {
-		// One row a person, so that the ALL join meets each of its
-		// rows once: its first request's sequence, as a batch's
-		// mutation bounds it (issue).
+		// One target a person, so that the count meets each of its rows
+		// once.
 		if seen[q.PersonID] {
 			continue
 		}
 		seen[q.PersonID] = true
-		if err := del.Append(q.PersonID, q.RequestSeq); err != nil {
-			return counts{}, err
-		}
+		targets = append(targets, eventstore.PurgeTarget{PersonID: q.PersonID, Seq: q.RequestSeq})
 	}
-	const in = " WHERE project_id = ? AND person_id IN (SELECT person_id FROM del)"
-	const mine = "SELECT person_id, countIf(seq <= req) AS m, count() AS a, " +
-		"minIf(ts, seq <= req) AS lo, maxIf(ts, seq <= req) AS hi, minIf(ts, seq > req) AS alo, maxIf(ts, seq > req) AS ahi, " +
-		"countIf(ts >= ? AND ts < ?) AS s FROM (SELECT person_id, seq, toUInt32(timestamp) AS ts FROM "
-	// The scanned rows have an alias: current ClickHouse refuses a
-	// joined subquery without one (joined_subquery_requires_alias).
-	const joined = ") AS scanned ALL INNER JOIN del USING person_id GROUP BY person_id"
-	project := b[0].ProjectID
-	from, to := uint64(0), uint64(math.MaxUint32)+1 // every second DateTime holds
-	if after != nil && !after.all {
-		from, to = uint64(after.from), uint64(after.to)
+	in := span{all: true}
+	if after != nil {
+		in = *after
 	}
-	sql := "SELECT toUInt8(0) AS t, * FROM (" + mine + "events" + in + joined + ")" +
-		" UNION ALL SELECT toUInt8(1) AS t, * FROM (" + mine + copyTable + in + joined + ")"
-	args := []any{from, to, project, from, to, project}
-	if after == nil {
-		sql += " UNION ALL SELECT toUInt8(2) AS t, person_id, sum(events) AS m, sum(events) AS a, " +
-			"toUInt32(0) AS lo, toUInt32(0) AS hi, toUInt32(0) AS alo, toUInt32(0) AS ahi, toUInt64(0) AS s FROM " +
-			hourlyTable + in + " GROUP BY person_id"
-		args = append(args, project)
-	}
-	rows, err := r.conn.Query(statement.WithExternalTables(ctx, del), sql, args...)
+	rows, err := eventstore.New(r.conn).PurgeCounts(ctx, b[0].ProjectID, targets, in.hours(), after == nil)
 	if err != nil {
 		return counts{}, err
 	}
-	defer rows.Close()
 	c := counts{events: map[uint64]uint64{}, eventsAll: map[uint64]uint64{}, copies: map[uint64]uint64{},
 		copiesAll: map[uint64]uint64{}, hourly: map[uint64]uint64{}, times: map[uint64][2]uint32{},
 		above: map[uint64][2]uint32{}, inSpan: map[uint64]uint64{}}
-	for rows.Next() {
-		var t uint8
-		var id, m, a, in uint64
-		var lo, hi, alo, ahi uint32
-		if err := rows.Scan(&t, &id, &m, &a, &lo, &hi, &alo, &ahi, &in); err != nil {
-			return counts{}, err
+	for _, row := range rows {
+		id := row.PersonID
+		if row.Table != eventstore.PurgeHourly {
+			widen(c.times, id, row.Mine > 0, row.Lo, row.Hi)
+			widen(c.above, id, row.All > row.Mine, row.ALo, row.AHi)
 		}
-		if t < 2 {
-			widen(c.times, id, m > 0, lo, hi)
-			widen(c.above, id, a > m, alo, ahi)
-		}
-		switch t {
-		case 0:
-			c.events[id], c.eventsAll[id], c.inSpan[id] = m, a, in
-		case 1:
-			c.copies[id], c.copiesAll[id] = m, a
+		switch row.Table {
+		case eventstore.PurgeEvents:
+			c.events[id], c.eventsAll[id], c.inSpan[id] = row.Mine, row.All, row.InSpan
+		case eventstore.PurgeCopies:
+			c.copies[id], c.copiesAll[id] = row.Mine, row.All
 		default:
-			c.hourly[id] = m
+			c.hourly[id] = row.Mine
 		}
 	}
-	return c, rows.Err()
+	return c, nil
 }
 
 // widen takes [lo, hi] into a person's range when some rows have it.

@@ -11,7 +11,7 @@ import (
 // (the rows its mutation deletes) stops at each person's own request
 // sequence, inclusive, while "all" counts every row; another project's
 // rows and persons outside the batch are not counted; a person twice in a
-// batch is bounded by its first request, as the mutation (eventsWhere's
+// batch is bounded by its first request, as the mutation (eventstore.Purge's
 // transform) bounds it. It dates the rows "mine" and those above (spanOf, keepsApart), and counts
 // the events rows in the span of the count after the mutations.
 func TestCountBatchBoundsEachPersonBySequence(t *testing.T) {

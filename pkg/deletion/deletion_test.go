@@ -227,15 +227,15 @@ func TestRunDeletesRequestedEventsOnly(t *testing.T) {
 	// The copy by distinct id (a materialized view of events) loses the
 	// same rows and keeps the same others.
 	for _, k := range []key{{1, 10}, {1, 11}, {1, 12}, {2, 10}} {
-		if got, want := rowsOf(t, f.conn, copyTable, k.project, k.person), eventsOf(t, f.conn, k.project, k.person); !maps.Equal(got, want) {
-			t.Errorf("person %d/%d: %s rows %v, events %v", k.project, k.person, copyTable, got, want)
+		if got, want := rowsOf(t, f.conn, "events_by_distinct_id", k.project, k.person), eventsOf(t, f.conn, k.project, k.person); !maps.Equal(got, want) {
+			t.Errorf("person %d/%d: %s rows %v, events %v", k.project, k.person, "events_by_distinct_id", got, want)
 		}
 	}
 
 	// The mutation ran, bounded by project, persons and sequences: person
 	// 11, all of whose rows the first count found at or below its own
 	// sequence, by the batch's largest; person 10, with a row above its
-	// own, by its own (eventsWhere).
+	// own, by its own (eventstore.Purge).
 	var cmd string
 	var done uint8
 	if err := f.conn.QueryRow(context.Background(), "SELECT command, is_done FROM system.mutations WHERE database = currentDatabase() AND table = 'events'").Scan(&cmd, &done); err != nil {
@@ -366,7 +366,7 @@ func TestCopyRowsAloneAreDeleted(t *testing.T) {
 	if err := f.runner.waitMutations(ctx, map[string]bool{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := rowsOf(t, f.conn, copyTable, 1, 20); len(got) != 2 {
+	if got := rowsOf(t, f.conn, "events_by_distinct_id", 1, 20); len(got) != 2 {
 		t.Fatalf("copy rows of 1/20 before the run: %v, want 2", got)
 	}
 	request(t, f.runner, Request{ProjectID: 1, PersonID: 20, RequestSeq: 10})
@@ -375,10 +375,10 @@ func TestCopyRowsAloneAreDeleted(t *testing.T) {
 	if want := (Summary{Taken: 1, Verified: 1, Mutations: 1}); sum != want {
 		t.Fatalf("summary %+v, want %+v", sum, want)
 	}
-	if got := rowsOf(t, f.conn, copyTable, 1, 20); len(got) != 0 {
+	if got := rowsOf(t, f.conn, "events_by_distinct_id", 1, 20); len(got) != 0 {
 		t.Errorf("copy rows of 1/20 after the run: %v, want none", got)
 	}
-	if got := rowsOf(t, f.conn, copyTable, 1, 21); len(got) != 1 {
+	if got := rowsOf(t, f.conn, "events_by_distinct_id", 1, 21); len(got) != 1 {
 		t.Errorf("copy rows of 1/21: %v, want its 1", got)
 	}
 }

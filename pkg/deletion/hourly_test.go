@@ -108,7 +108,7 @@ func TestHourlyDriftIsRepaired(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	insertEvents(t, f.conn, ev{1, 20, 1}, ev{1, 20, 2}, ev{1, 20, 15}, ev{1, 30, 40})
 	ctx := context.Background()
-	for _, table := range []string{copyTable, "events"} {
+	for _, table := range []string{"events_by_distinct_id", "events"} {
 		if err := f.conn.Exec(ctx, "ALTER TABLE "+table+" DELETE WHERE person_id = 20 AND seq <= 10"); err != nil {
 			t.Fatal(err)
 		}

@@ -30,7 +30,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		verified:      counter("verified_total", "Requests whose events were deleted and verified gone."),
 		failed:        counter("failed_total", "Requests that failed in a run; they stay pending for the next run."),
 		eventsDeleted: counter("events_deleted_total", "Events of verified requests, counted before their deletion."),
-		mutations:     counter("mutations_total", "ALTER TABLE events DELETE mutations issued."),
+		mutations:     counter("mutations_total", "Deletions of a batch's events issued (one ALTER ... DELETE on each events table)."),
 		runErrors:     counter("run_errors_total", "Errors that stopped a run or a batch: ClickHouse errors and mutation timeouts."),
 	}
 	if len(errs) > 0 {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 )
 
 // errMutationTimeout says a mutation did not finish within MutationTimeout.
@@ -27,51 +29,10 @@ func pollDelay(waited time.Duration) time.Duration {
 	return min(max(waited/100, pollMin), pollMax)
 }
 
-// mutationTables are the tables the deleter mutates: events, its copy
-// and its hourly counts.
-const mutationTables = "table IN ('events', '" + copyTable + "', '" + hourlyTable + "')"
-
-// mutationIDs lists the mutations (table/id) of the events tables known before a new
-// one is issued. system.mutations has, on 18.16 and 24.x alike, database,
-// table, mutation_id, command, create_time and is_done; a mutation not in
-// this list is the one issued after it (or a concurrent one, which is
-// waited for too).
+// mutationIDs lists the mutations of the events tables known before a
+// new one is issued (eventstore.Store.Mutations).
 func (r *Runner) mutationIDs(ctx context.Context) (map[string]bool, error) {
-	rows, err := r.conn.Query(ctx, "SELECT concat(table, '/', mutation_id) FROM system.mutations WHERE database = currentDatabase() AND "+mutationTables)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out[id] = true
-	}
-	return out, rows.Err()
-}
-
-// unfinished lists the unfinished mutations of the events table that are
-// not in before.
-func (r *Runner) unfinished(ctx context.Context, before map[string]bool) ([]string, error) {
-	rows, err := r.conn.Query(ctx, "SELECT concat(table, '/', mutation_id) FROM system.mutations WHERE database = currentDatabase() AND "+mutationTables+" AND is_done = 0")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		if !before[id] {
-			out = append(out, id)
-		}
-	}
-	return out, rows.Err()
+	return eventstore.New(r.conn).Mutations(ctx)
 }
 
 // waitMutations waits until every mutation of the events table issued
@@ -86,7 +47,7 @@ func (r *Runner) waitMutations(ctx context.Context, before map[string]bool) erro
 	var lastErr error
 	for {
 		pctx, cancel := context.WithTimeout(ctx, time.Minute)
-		ids, err := r.unfinished(pctx, before)
+		ids, err := eventstore.New(r.conn).UnfinishedMutations(pctx, before)
 		cancel()
 		switch {
 		case ctx.Err() != nil:

@@ -24,6 +24,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/shutdown"
 )
 
@@ -245,7 +246,7 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 	}
 	// The persons every row of which above its request lies outside the
 	// batch's hours (or who have none) are bounded by the batch's largest
-	// sequence alone (eventsWhere).
+	// sequence alone (issue).
 	sp := first.spanOf(targets)
 	clean := map[uint64]bool{}
 	for _, q := range targets {
@@ -310,7 +311,7 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 		}
 		if len(recount) > 0 {
 			if err := r.rebuildHourly(st, recount, sp); err != nil {
-				fr := r.fail(ctx, b, fmt.Errorf("rebuild %s: %w", hourlyTable, err), true)
+				fr := r.fail(ctx, b, fmt.Errorf("rebuild events_hourly: %w", err), true)
 				fr.mutations = res.mutations
 				return fr
 			}
@@ -352,39 +353,25 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 	return res
 }
 
-// issue issues a batch's three mutations side by side: ClickHouse checks
-// each one (its condition holds the batch's id lists) before it answers,
-// which took seconds in a row. Their order does not matter: a request is
-// verified only when events and its copy hold none of its rows, and a
-// person whose hourly sums differ from its copy is mutated again
-// (counts.drift), so a run cut short with only some of them issued
-// leaves nothing the next run does not find. Each is bounded by the
-// batch's span: ClickHouse skips the parts of other months by their
-// partition's range (a part a mutation does not touch is only linked,
-// but finding that out otherwise reads its person_id and seq), and the
-// hourly counts of other hours are left as they are.
+// issue issues a batch's three mutations (eventstore.Purge). Their order
+// does not matter: a request is verified only when events and its copy
+// hold none of its rows, and a person whose hourly sums differ from its
+// copy is mutated again (counts.drift), so a run cut short with only some
+// of them issued leaves nothing the next run does not find.
+//
+// clean holds the persons the batch's first count found with no row above
+// their own sequence (every row theirs to delete), or with every such row
+// outside the batch's span (keepsApart), which the mutation's span bound
+// keeps. For them the batch's largest sequence is their own bound already:
+// the run read the ingester's commit before counting and took only
+// requests at or below it, every row at or below that commit was written
+// before the count, and a row written since has a sequence above it.
 func (r *Runner) issue(ctx context.Context, targets []Request, clean map[uint64]bool, sp span) error {
-	where, args := eventsWhere(targets, clean)
-	hours, targs := sp.cond("timestamp")
-	where, args = where+hours, append(args, targs...)
-	hw, hargs := hourlyWhere(targets, sp)
-	stmts := []struct {
-		table, where string
-		args         []any
-	}{{copyTable, where, args}, {"events", where, args}, {hourlyTable, hw, hargs}}
-	errs := make([]error, len(stmts))
-	var wg sync.WaitGroup
-	for i, m := range stmts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := r.conn.Exec(ctx, "ALTER TABLE "+m.table+" DELETE WHERE "+m.where, m.args...); err != nil {
-				errs[i] = fmt.Errorf("issue mutation on %s: %w", m.table, err)
-			}
-		}()
+	ts := make([]eventstore.PurgeTarget, len(targets))
+	for i, q := range targets {
+		ts[i] = eventstore.PurgeTarget{PersonID: q.PersonID, Seq: q.RequestSeq, Clean: clean[q.PersonID]}
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return eventstore.New(r.conn).Purge(ctx, targets[0].ProjectID, ts, sp.hours())
 }
 
 // laps returns a function that logs, at debug level, the time since its
@@ -446,49 +433,6 @@ func (r *Runner) setPending(ctx context.Context, reqs []Request) {
 		r.log.Warn("could not mark requests pending again", "persons", len(reqs), "err", err)
 	}
 }
-
-// eventsWhere selects the events of a batch (one project), each person's
-// up to the sequence of its deletion. `seq <= max` bounds the batch (the
-// plain form of the statement); the transform bounds each person by its
-// own request_seq.
-//
-// clean holds the persons the batch's first count found with no row above
-// their own sequence (every row theirs to delete), or with every such row
-// outside the batch's span (keepsApart), which the mutation's span bound
-// keeps. For them `seq <= max` is their own bound already: the run read
-// the ingester's commit before counting and took only requests at or
-// below it, every row at or below that commit was written before the
-// count, and a row written since has a sequence above it (in the bench's purge: the transform, evaluated for every row the
-// mutation reads, cost ~15% of the mutations' wait).
-func eventsWhere(b []Request, clean map[uint64]bool) (string, []any) {
-	var ids, seqs []uint64
-	var bounded, plain []any
-	var maxSeq uint64
-	for _, q := range b {
-		maxSeq = max(maxSeq, q.RequestSeq)
-		if clean[q.PersonID] {
-			plain = append(plain, q.PersonID)
-			continue
-		}
-		ids, seqs = append(ids, q.PersonID), append(seqs, q.RequestSeq)
-		bounded = append(bounded, q.PersonID)
-	}
-	const transform = "seq <= transform(person_id, CAST(? AS Array(UInt64)), CAST(? AS Array(UInt64)), toUInt64(0))"
-	switch {
-	case len(bounded) == 0:
-		return "project_id = ? AND person_id IN ? AND seq <= ?",
-			[]any{b[0].ProjectID, clickhouse.GroupSet{Value: plain}, maxSeq}
-	case len(plain) == 0:
-		return "project_id = ? AND person_id IN ? AND seq <= ? AND " + transform,
-			[]any{b[0].ProjectID, clickhouse.GroupSet{Value: bounded}, maxSeq, ids, seqs}
-	}
-	return "project_id = ? AND seq <= ? AND (person_id IN ? OR person_id IN ? AND " + transform + ")",
-		[]any{b[0].ProjectID, maxSeq, clickhouse.GroupSet{Value: plain}, clickhouse.GroupSet{Value: bounded}, ids, seqs}
-}
-
-// copyTable holds a copy of events rows by distinct id (schema 0009,
-// filled by a materialized view): the deleted events' copies go too.
-const copyTable = "events_by_distinct_id"
 
 // refreshPending sets the pending gauge; a failure only logs.
 func (r *Runner) refreshPending(ctx context.Context) {

@@ -3,6 +3,8 @@ package insight
 import (
 	"context"
 	"net/url"
+
+	"github.com/personhub/personhub/pkg/chstore"
 )
 
 // FunnelCorrelation answers GET|POST /persons/funnel/correlation/: the
@@ -47,7 +49,8 @@ func (st *Store) FunnelCorrelation(ctx context.Context, project uint64, f *Filte
 			s.add(" AND hit")
 		}
 		if person.sql != "" {
-			s.add(" AND pid IN (SELECT id FROM persons FINAL WHERE project_id = ? AND is_deleted = 0 AND ", project).cond(person).add(")")
+			in, args := chstore.LivePersons(project, person.sql, person.args...).In("pid")
+			s.add(" AND "+in, args...)
 		}
 		switch {
 		case converted == nil:

@@ -3,6 +3,8 @@ package insight
 import (
 	"context"
 	"math"
+
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 )
 
 // The ordered funnel's fast path: windowFunnel, exact.
@@ -49,7 +51,7 @@ func (fq *funnelQuery) fastLevel() bool {
 		return false
 	}
 	n := int64(len(fn.Steps))
-	span := epochSeconds(s.to) - epochSeconds(s.from)
+	span := eventstore.EpochSeconds(s.to) - eventstore.EpochSeconds(s.from)
 	return span > 0 && (span+fn.Window.Seconds+2)*n < math.MaxInt32
 }
 
@@ -79,7 +81,7 @@ func (fq *funnelQuery) fastPersons() (string, []any) {
 	var s sqlText
 	n := int64(len(fq.fn.Steps))
 	base, args := fq.scan.sql()
-	s.add("SELECT pid, windowFunnel(?)(toUInt32((toUInt32(timestamp) - ?) * ? + ord)", fq.fn.Window.Seconds*n+n-1, epochSeconds(fq.scan.from), n)
+	s.add("SELECT pid, windowFunnel(?)(toUInt32((toUInt32(timestamp) - ?) * ? + ord)", fq.fn.Window.Seconds*n+n-1, eventstore.EpochSeconds(fq.scan.from), n)
 	for i := range fq.fn.Steps {
 		s.add(", bitAnd(mask, toUInt64(?)) != 0", bit(i))
 	}

@@ -3,6 +3,9 @@ package insight
 import (
 	"context"
 	"time"
+
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // Counts kept per hour (docs/analysis.md, "Counts kept per hour";
@@ -29,75 +32,27 @@ type hourly struct {
 	stored bool
 }
 
-// pid is the SQL of a row's current person.
-func (h hourly) pid() string {
-	if h.stored {
-		return "person_id"
-	}
-	return attributedPID
+func (h hourly) attributed() eventstore.Attributed {
+	return eventstore.Attributed{Project: h.project, From: h.from, To: h.to, Names: h.names,
+		Among: h.among.subquery(), Stored: h.stored}
 }
 
-// sql is the FROM clause of the rows, with their filters: the columns
-// of events_hourly (and o_pid) are there to select and group on directly.
-// One level, no subquery around it: ClickHouse 18.16 runs the IN
-// subqueries of a PREWHERE once more for each SELECT around it (a
-// retention statement spent 40% more; docs/performance-history.md, "from
-// counts kept per hour").
+// pid is the SQL of a row's current person.
+func (h hourly) pid() string { return h.attributed().HourlyPID() }
+
+// sql is the FROM clause of the rows, with their filters
+// (eventstore.Attributed.HourlyFrom): the columns of events_hourly (and
+// o_pid) are there to select and group on directly.
 func (h hourly) sql() cond {
-	q, args := "FROM events_hourly", []any{}
-	if !h.stored {
-		q += " " + overridesJoin
-		args = append(args, h.project)
-	}
-	q += " PREWHERE project_id = ? AND event IN (" + marks(len(h.names)) + ") AND hour < toDateTime(?)"
-	args = append(append(append(args, h.project), anys(h.names)...), epochSeconds(h.to))
-	if !h.from.IsZero() {
-		q += " AND hour >= toDateTime(?)"
-		args = append(args, epochSeconds(h.from))
-	}
-	switch {
-	case h.among.sql != "" && h.stored:
-		q += " AND person_id IN (" + h.among.sql + ")"
-		args = append(args, h.among.args...)
-	case h.among.sql != "":
-		c := amongCond(h.project, h.among)
-		q += " AND " + c.sql
-		args = append(args, c.args...)
-	}
-	if h.stored {
-		return cond{q, args}
-	}
-	return cond{q + " WHERE o_deleted = 0", args}
+	q, args := h.attributed().HourlyFrom()
+	return cond{q, args}
 }
 
 // storedIsCurrent reports whether every event of the project in [from,
-// to) (whole UTC hours; from zero: from the start) still belongs to the
-// person stored with it: whether every override of the project has a
-// version below the lowest seq of the range's events (schema 0017). An
-// override is written when an id's owner changes, at the version of that
-// change, and a project's events are folded in stream order (with the
-// write lane, a command folds at the version of the event it follows,
-// P, and an event of seq P is folded before it: hence strictly below).
-// So an event folded after every change was stored with the id's
-// current owner, and no id of it is tombstoned: a later owner would have
-// written a newer override. Two small reads (the overrides' versions,
-// the range's hours) instead of joining every row with the overrides.
-// A range with no events answers false (minMerge of nothing is 0).
+// to) still belongs to the person stored with it
+// (eventstore.StoredIsCurrent).
 func (st *Store) storedIsCurrent(ctx context.Context, project uint64, from, to time.Time) (bool, error) {
-	rows, err := st.conn.Query(readCtx(ctx), "SELECT (SELECT max(version) FROM person_distinct_id_overrides WHERE project_id = ?), "+
-		"(SELECT minMerge(min_seq) FROM events_first_seq WHERE project_id = ? AND hour >= toDateTime(?) AND hour < toDateTime(?))",
-		project, project, epochSeconds(from), epochSeconds(to))
-	if err != nil {
-		return false, err
-	}
-	defer rows.Close()
-	var newest, lowest uint64
-	if rows.Next() {
-		if err := rows.Scan(&newest, &lowest); err != nil {
-			return false, err
-		}
-	}
-	return newest < lowest, rows.Err()
+	return eventstore.StoredIsCurrent(readCtx(ctx), st.conn, project, from, to)
 }
 
 // onHour reports whether t is a whole UTC hour, an edge the hourly
@@ -117,9 +72,9 @@ func onHour(ts ...time.Time) bool {
 // name alone, under f's filters: an events entity with an id and no
 // property filters, no global filters, breakdown value or search. An
 // action, or the API's command names (the view leaves their $actor
-// copies out, commandEvents), read events.
+// copies out, eventstore.Attributed.Events), read events.
 func (st *Store) hourlyNames(f *Filter, e Entity) ([]string, bool) {
-	if st.noHourly || e.Type != "events" || e.ID == nil || commandName(*e.ID) {
+	if st.noHourly || e.Type != "events" || e.ID == nil || eventstore.MayBeCommand(*e.ID) {
 		return nil, false
 	}
 	if f.BreakdownValue != nil || f.Search != "" || !noFilter(f.Properties) || !noFilter(e.Properties) {
@@ -183,10 +138,10 @@ func (st *Store) retentionHourly(ctx context.Context, project uint64, f *Filter,
 	cohort := hourly{project: project, from: r.starts[r.selected], to: cohortEnd, names: target, stored: stored}
 	in := cohort.sql()
 	h.stored, h.among = stored, cond{"SELECT " + cohort.pid() + " " + in.sql, in.args}
-	isTarget := cond{"event IN (" + marks(len(target)) + ")", anys(target)}
+	isTarget := cond{"event IN (" + statement.Marks(len(target)) + ")", statement.Args(target)}
 	idx := r.index("hour", f.Loc)
 	rows := retentionRows{from: h.sql(), pid: cond{h.pid(), nil}, idx: idx,
-		isReturn: cond{"event IN (" + marks(len(back)) + ") AND hour >= toDateTime(?)", append(anys(back), epochSeconds(r.starts[0]))},
+		isReturn: cond{"event IN (" + statement.Marks(len(back)) + ") AND hour >= toDateTime(?)", append(statement.Args(back), eventstore.EpochSeconds(r.starts[0]))},
 		member:   r.member(isTarget, idx, "hour")}
 	out, err := st.retentionActors(ctx, rows, r, page)
 	return out, true, err

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // sessionGap splits a person's events into sessions (reference §8).
@@ -92,7 +94,7 @@ func parsePaths(q url.Values) (*paths, error) {
 		}
 	}
 	if len(custom) > 0 {
-		alts = append(alts, cond{"event IN (" + marks(len(custom)) + ")", anys(custom)})
+		alts = append(alts, cond{"event IN (" + statement.Marks(len(custom)) + ")", statement.Args(custom)})
 		p.names = append(p.names, custom...)
 	}
 	if anyName {
@@ -168,16 +170,6 @@ func stringList(q url.Values, name string) ([]string, error) {
 	return out, nil
 }
 
-func marks(n int) string { return strings.TrimSuffix(strings.Repeat("?, ", n), ", ") }
-
-func anys(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
-}
-
 // Paths answers GET|POST /persons/path/: the persons who walked the edge
 // path_start_key -> path_end_key (or left it, or entered it), or whose
 // path ended at path_dropoff_key, or every person with a path; by person
@@ -199,7 +191,7 @@ func (st *Store) Paths(ctx context.Context, project uint64, f *Filter, q url.Val
 	s.where = and(s.where, p.types)
 	s.names = p.names
 	if len(p.exclude) > 0 {
-		s.where = and(s.where, cond{"event NOT IN (" + marks(len(p.exclude)) + ")", anys(p.exclude)})
+		s.where = and(s.where, cond{"event NOT IN (" + statement.Marks(len(p.exclude)) + ")", statement.Args(p.exclude)})
 	}
 	if p.anyPath() && len(p.exclude) == 0 {
 		// Every person with an event in the scan: no item, no arrays;
@@ -220,7 +212,7 @@ func (st *Store) Paths(ctx context.Context, project uint64, f *Filter, q url.Val
 	base, args := s.sql()
 	var excl cond
 	if len(p.exclude) > 0 {
-		excl = cond{" WHERE item NOT IN (" + marks(len(p.exclude)) + ")", anys(p.exclude)}
+		excl = cond{" WHERE item NOT IN (" + statement.Marks(len(p.exclude)) + ")", statement.Args(p.exclude)}
 	}
 	if p.anyPath() {
 		// Every person with an event left after the items excluded.

@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/personhub/personhub/pkg/chstore"
 )
 
 // Pages in person order from the persons up to an id (the analysis
@@ -82,7 +84,8 @@ func (st *Store) prefixPage(ctx context.Context, project uint64, page Page, q pr
 // every person of the project: 40 ms at 1M).
 func (st *Store) personIDNear(ctx context.Context, project uint64, m int) (uint64, bool, error) {
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_threads": 1}))
-	rows, err := st.conn.Query(ctx, "SELECT id FROM persons WHERE project_id = ? LIMIT ?, 1", project, m)
+	sql, args := chstore.PersonNear(project, m).Text()
+	rows, err := st.conn.Query(ctx, sql, args...)
 	if err != nil {
 		return 0, false, err
 	}

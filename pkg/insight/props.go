@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/personhub/personhub/pkg/chstore/statement"
 	"github.com/personhub/personhub/pkg/propfilter"
 )
 
@@ -30,6 +31,10 @@ type cond struct {
 }
 
 func and(cs ...cond) cond { return join("AND", cs) }
+
+// subquery is c as a SELECT for another package's statement (c a SELECT
+// of one column); the zero Subquery when c is empty.
+func (c cond) subquery() statement.Subquery { return statement.NewSubquery(c.sql, c.args...) }
 
 func or(cs ...cond) cond { return join("OR", cs) }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -12,7 +11,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/personhub/personhub/pkg/action"
-	"github.com/personhub/personhub/pkg/event"
+	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/propfilter"
 )
 
@@ -64,39 +64,11 @@ func (p Page) sql() (string, []any) {
 	return " LIMIT ?, ?", []any{p.Offset, p.Limit}
 }
 
-// commandEvents excludes the events the API's person writes produce
-// (reference §14.8). The command names are never analysis events; $set
-// and $delete_person_property are also ordinary capture events, and the
-// API's copies are told apart by the reserved $actor property (capture
-// refuses it, pkg/event), stored as the start of an Actor object.
-func commandEvents() cond {
-	args := make([]any, 0, len(event.ReservedEvents)+3)
-	for _, n := range event.ReservedEvents {
-		args = append(args, n)
-	}
-	marks := strings.TrimSuffix(strings.Repeat("?, ", len(event.ReservedEvents)), ", ")
-	args = append(args, event.Set, event.DeletePersonProperty, `"`+event.PropActor+`":{"key_id":`)
-	return cond{"NOT (event IN (" + marks + ") OR (event IN (?, ?) AND position(properties, ?) > 0))", args}
-}
-
-// commandName reports whether events of this name may be the API's
-// commands (commandEvents).
-func commandName(name string) bool {
-	return event.ReservedEvent(name) || name == event.Set || name == event.DeletePersonProperty
-}
-
-// scan is the events of one series attributed to current, live persons:
-// each event belongs to the person that owns its distinct id NOW (so the
-// events of a person merged away count for the survivor), and persons
-// deleted since are gone before any LIMIT.
-//
-// That owner is read as PostHog's "persons on events" with overrides
-// (docs/architecture.md, "Who an event belongs to"): events.person_id,
-// unless the distinct id has an override (its owner changed since the
-// event was folded), whose person then counts, or whose tombstone drops
-// the event. Only the overrides table, which holds the changed ids alone,
-// is read whole; persons only when a filter or the search needs their
-// columns.
+// scan is the events of one series attributed to current, live persons
+// (eventstore.Attributed: each event belongs to the person that owns its
+// distinct id NOW, and persons deleted since are gone before any LIMIT),
+// with the series' filters; persons are read only when a filter or the
+// search needs their columns.
 type scan struct {
 	project  uint64
 	from, to time.Time // [from, to); from zero: no lower bound
@@ -125,39 +97,10 @@ type scan struct {
 	stored bool
 }
 
-// attributedPID is a row's current person after overridesJoin: the
-// override's, or the person stored with the row.
-const attributedPID = "if(o_pid = 0, person_id, o_pid)"
-
-// overridesJoin joins a row of events (or events_hourly) with the
-// override of its distinct id, bound to the project (one placeholder).
-// An id without an override joins the defaults: o_pid 0 (no person has
-// id 0), o_deleted 0; the caller keeps o_deleted = 0. The subquery has
-// an alias (current ClickHouse refuses a joined subquery without one,
-// joined_subquery_requires_alias); its columns are read unqualified.
-const overridesJoin = "ANY LEFT JOIN (SELECT distinct_id, person_id AS o_pid, is_deleted AS o_deleted FROM person_distinct_id_overrides FINAL WHERE project_id = ?) AS overrides USING distinct_id"
-
-// amongCond keeps, in a PREWHERE, the rows of the persons of among (see
-// scan.among): the rows stored with one of them, or whose distinct id an
-// override gives to one of them.
-func amongCond(project uint64, among cond) cond {
-	return cond{"(person_id IN (" + among.sql + ") OR distinct_id IN (SELECT distinct_id FROM person_distinct_id_overrides FINAL WHERE project_id = ? AND is_deleted = 0 AND person_id IN (" + among.sql + ")))",
-		append(append(append([]any{}, among.args...), project), among.args...)}
-}
-
-// lastDate bounds the dates a scan states (sql): ClickHouse 18.16 reads
-// a Date from 2106 on as 0000-00-00.
-var lastDate = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// epochSeconds is t as a DateTime's seconds, clamped to the range a
-// DateTime holds: a range may start before 1970 (date_from=-60y, or
-// 1970-01-01 east of UTC), and toDateTime of a negative number wraps to
-// 2106 on ClickHouse 18.16 (an empty scan) where current releases clamp.
-func epochSeconds(t time.Time) int64 { return min(max(t.Unix(), 0), 1<<32-1) }
-
-// epochDate is the UTC date of t clamped as epochSeconds.
-func epochDate(t time.Time) string {
-	return time.Unix(epochSeconds(t), 0).UTC().Format(time.DateOnly)
+// attributed is the scan's selection of events, as their owner builds it.
+func (s scan) attributed() eventstore.Attributed {
+	return eventstore.Attributed{Project: s.project, From: s.from, To: s.to, Names: s.names,
+		UpTo: s.upTo, Among: s.among.subquery(), Stored: s.stored}
 }
 
 // sql selects pid, uuid, timestamp and extra.
@@ -172,78 +115,15 @@ func (s scan) sql() (string, []any) {
 		cols = append(cols, x.sql)
 		args = append(args, x.args...)
 	}
-	// PREWHERE on events alone (read without FINAL, so no old version
-	// is tested); the overrides and persons tables are FINAL and keep
-	// their filters in WHERE (readCtx). An id without an override joins
-	// the defaults: o_pid 0 (no person has id 0), o_deleted 0.
-	pid, join := attributedPID, " "+overridesJoin
-	if s.stored {
-		pid, join = "person_id", ""
-	}
-	inner := "SELECT " + pid + " AS pid, uuid, timestamp, event, distinct_id, properties FROM events" + join +
-		" PREWHERE project_id = ? AND timestamp < toDateTime(?)"
-	if !s.stored {
-		args = append(args, s.project)
-	}
-	args = append(args, s.project, epochSeconds(s.to))
-	// The range is also stated on the sort key's toDate(timestamp):
-	// ClickHouse 18.16 does not derive it from a timestamp condition, so
-	// without it a scan of one day reads every granule of the project
-	// (the events' column is DateTime('UTC'): dates in UTC). 18.16's
-	// dates end in 2105 (later ones read as 0000-00-00): no upper date
-	// for scans without an end (endOfTime).
-	if s.to.Before(lastDate) {
-		inner += " AND toDate(timestamp) <= toDate(?)"
-		args = append(args, epochDate(s.to.Add(-time.Second)))
-	}
-	if !s.from.IsZero() {
-		inner += " AND toDate(timestamp) >= toDate(?) AND timestamp >= toDateTime(?)"
-		args = append(args, epochDate(s.from), epochSeconds(s.from))
-	}
-	if len(s.names) > 0 {
-		inner += " AND event IN (" + marks(len(s.names)) + ")"
-		args = append(args, anys(s.names)...)
-	}
-	switch {
-	case s.upTo > 0 && s.stored:
-		inner += " AND person_id <= ?"
-		args = append(args, s.upTo)
-	case s.upTo > 0:
-		// The rows of the persons up to upTo: their own, or given to
-		// them by an override (a small set, probed only here).
-		inner += " AND (person_id <= ? OR distinct_id IN (SELECT distinct_id FROM person_distinct_id_overrides FINAL WHERE project_id = ? AND person_id <= ? AND is_deleted = 0))"
-		args = append(args, s.upTo, s.project, s.upTo)
-	}
-	switch {
-	case s.among.sql != "" && s.stored:
-		inner += " AND person_id IN (" + s.among.sql + ")"
-		args = append(args, s.among.args...)
-	case s.among.sql != "":
-		c := amongCond(s.project, s.among)
-		inner += " AND " + c.sql
-		args = append(args, c.args...)
-	}
-	inner += " WHERE 1"
-	if !s.stored {
-		inner += " AND o_deleted = 0"
-	}
-	if s.upTo > 0 && !s.stored {
-		inner += " AND pid <= ?" // an override gave the row to a later person
-		args = append(args, s.upTo)
-	}
-	if s.names == nil || slices.ContainsFunc(s.names, commandName) {
-		// Only then: the condition reads properties for every row
-		// (18.16 evaluates both sides of AND), the widest column.
-		cmd := commandEvents()
-		inner += " AND " + cmd.sql
-		args = append(args, cmd.args...)
-	}
+	inner, iargs := s.attributed().Events().Text()
+	args = append(args, iargs...)
 	q := "SELECT " + strings.Join(cols, ", ") + " FROM (" + inner + ")"
 	if s.f.person {
 		// id too: cohort conditions are over a persons row. Both sides
 		// of the join have an alias, as current ClickHouse requires.
-		q += " AS scanned ALL INNER JOIN (SELECT id AS pid, id, property_keys, property_values FROM persons FINAL WHERE project_id = ? AND is_deleted = 0) AS person_rows USING pid"
-		args = append(args, s.project)
+		persons, pargs := chstore.LivePersonRows(s.project).Text()
+		q += " AS scanned ALL INNER JOIN (" + persons + ") AS person_rows USING pid"
+		args = append(args, pargs...)
 	}
 	if s.where.sql != "" {
 		q += " WHERE " + s.where.sql
@@ -433,7 +313,7 @@ func bucket(iv Interval, col string, loc *time.Location) cond {
 
 func lit(iv Interval, t time.Time) cond {
 	if iv == Hour {
-		return cond{"toDateTime(?)", []any{epochSeconds(t)}}
+		return cond{"toDateTime(?)", []any{eventstore.EpochSeconds(t)}}
 	}
 	return cond{"toDate(?)", []any{t.Format("2006-01-02")}}
 }

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // Retention types.
@@ -272,7 +275,7 @@ func (st *Store) retentionScan(ctx context.Context, project uint64, f *Filter, r
 		s.f.eventKeys[k] = struct{}{}
 	}
 	s.f.person = s.f.person || back.f.person
-	returning := and(back.where, cond{"timestamp >= toDateTime(?)", []any{epochSeconds(r.starts[0])}})
+	returning := and(back.where, cond{"timestamp >= toDateTime(?)", []any{eventstore.EpochSeconds(r.starts[0])}})
 	s.where = or(orTrue(target.where), returning)
 	idx := r.index("timestamp", f.Loc)
 	s.extra = append(s.extra,
@@ -328,7 +331,7 @@ func (r *retention) index(col string, loc *time.Location) cond {
 			keys[i] = time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Unix() / 86400
 		}
 	}
-	list := "[" + marks(len(r.starts)) + "]"
+	list := "[" + statement.Marks(len(r.starts)) + "]"
 	args := append(append(append([]any{}, b.args...), keys...), positions...)
 	return cond{"transform(" + key + ", " + list + ", " + list + ", toInt64(-1))", args}
 }

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/personhub/personhub/pkg/chstore"
 )
 
 // Trends answers GET /persons/trends/: the persons with at least one
@@ -188,8 +190,8 @@ func lifecycleSQL(s scan, project uint64, f *Filter, target time.Time, typ strin
 	// created in that one interval, not a join with every person of the
 	// project (docs/performance.md, the analysis figures).
 	c := bucket(f.Interval, "created_at", f.Loc)
-	created := cond{"pid IN (SELECT id FROM persons FINAL WHERE project_id = ? AND is_deleted = 0 AND " + c.sql + " = " + cur.sql + ")",
-		append(append([]any{project}, c.args...), cur.args...)}
+	var created cond
+	created.sql, created.args = chstore.LivePersons(project, c.sql+" = "+cur.sql, append(append([]any{}, c.args...), cur.args...)...).In("pid")
 	isNew := and(active, cond{"min(bucket) = " + cur.sql, cur.args}, created)
 	not := func(x cond) cond { return cond{"(NOT (" + x.sql + "))", x.args} }
 	having := map[string]cond{

@@ -398,3 +398,58 @@ func compare(t *testing.T, what, doc string, code, listed map[string]bool) {
 		t.Errorf("%s lists the %s %s, which the code no longer has", doc, what, n)
 	}
 }
+
+// tableOwners maps each ClickHouse table of the persons and events to the
+// one package whose statements may name it (docs/architecture.md,
+// "Packages"); others read it through the owner's subqueries.
+var tableOwners = map[string]string{
+	"events":                       "pkg/chstore/eventstore",
+	"events_by_distinct_id":        "pkg/chstore/eventstore",
+	"events_hourly":                "pkg/chstore/eventstore",
+	"events_first_seq":             "pkg/chstore/eventstore",
+	"person_distinct_ids":          "pkg/chstore/distinctids",
+	"person_distinct_id_overrides": "pkg/chstore/distinctids",
+	"person_emails":                "pkg/chstore/search",
+	"person_email_grams":           "pkg/chstore/search",
+	"persons":                      "pkg/chstore",
+	"cohort_people":                "pkg/chstore",
+	"person_order":                 "pkg/chstore",
+}
+
+// TestTablesHaveOneOwner: outside the tests, the test harness and the
+// bench (whose raw baselines talk to ClickHouse directly), only a table's
+// owner names it in a statement (FROM, JOIN, INTO, TABLE).
+func TestTablesHaveOneOwner(t *testing.T) {
+	named := regexp.MustCompile(`\b(?:FROM|JOIN|INTO|TABLE) +(\w+)`)
+	seen := map[string]bool{}
+	for _, dir := range []string{"pkg", "cmd"} {
+		walkGo(t, dir, func(path string, f *ast.File) {
+			if strings.HasSuffix(path, "_test.go") || strings.HasPrefix(filepath.ToSlash(path), "pkg/testenv") {
+				return
+			}
+			pkg := filepath.ToSlash(filepath.Dir(path))
+			ast.Inspect(f, func(n ast.Node) bool {
+				lit, ok := n.(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					return true
+				}
+				for _, m := range named.FindAllStringSubmatch(lit.Value, -1) {
+					owner, ok := tableOwners[m[1]]
+					if !ok {
+						continue
+					}
+					seen[m[1]] = true
+					if pkg != owner {
+						t.Errorf("%s names %s (%q), owned by %s", path, m[1], m[0], owner)
+					}
+				}
+				return true
+			})
+		})
+	}
+	for table := range tableOwners {
+		if !seen[table] {
+			t.Errorf("no statement of %s names %s: the owners map is stale", tableOwners[table], table)
+		}
+	}
+}

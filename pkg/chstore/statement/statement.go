@@ -8,6 +8,7 @@ package statement
 
 import (
 	"context"
+	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/ext"
@@ -74,15 +75,22 @@ func Loader(ctx context.Context) context.Context {
 // table instead.
 const Chunk = 50_000
 
-// Set binds a list as a parenthesised group for IN; a plain slice binds as
-// an array, which ClickHouse 18.16 does not accept after IN.
-func Set[T any](values []T) clickhouse.GroupSet {
+// Marks is n placeholders, comma-separated, for a list spliced as
+// arguments (event IN (?, ?, ?)).
+func Marks(n int) string { return strings.TrimSuffix(strings.Repeat("?, ", n), ", ") }
+
+// Args is values as a statement's arguments, one each (for Marks).
+func Args[T any](values []T) []any {
 	out := make([]any, len(values))
 	for i, v := range values {
 		out[i] = v
 	}
-	return clickhouse.GroupSet{Value: out}
+	return out
 }
+
+// Set binds a list as a parenthesised group for IN; a plain slice binds as
+// an array, which ClickHouse 18.16 does not accept after IN.
+func Set[T any](values []T) clickhouse.GroupSet { return clickhouse.GroupSet{Value: Args(values)} }
 
 // KeyTable is a lookup's keys as an external table of one column, key.
 // Spliced into the statement as an IN list, a batch's ids were parsed by

@@ -1,10 +1,12 @@
 package statement
 
-// Subquery is a SELECT of one column with its bound arguments, built by
-// the package that owns the tables it reads, for a statement of another
-// owner to read inside an IN (the persons list's key conditions read the
-// search index's candidates so). A caller combines subqueries and places
-// them after IN; it does not edit their text.
+// Subquery is a SELECT with its bound arguments, built by the package
+// that owns the tables it reads, for a statement of another owner to read:
+// of one column inside an IN (the persons list's key conditions read the
+// search index's candidates so), or as the rows a statement selects from
+// (Text; the analysis reads the events attributed to persons so). A
+// caller combines subqueries and places them; it does not edit their
+// text.
 type Subquery struct {
 	sql  string
 	args []any
@@ -29,6 +31,9 @@ func (q Subquery) Union(others ...Subquery) Subquery {
 func (q Subquery) In(column string) (string, []any) {
 	return column + " IN (" + q.sql + ")", q.args
 }
+
+// IsZero reports whether q is the zero Subquery, no SELECT at all.
+func (q Subquery) IsZero() bool { return q.sql == "" }
 
 // Text is the subquery as a statement of its own, and its arguments: run
 // alone, its reads show in the progress a client receives, which they do
