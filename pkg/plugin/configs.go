@@ -127,6 +127,9 @@ func (s *Service) CreateConfig(ctx context.Context, actor Actor, projectID uint6
 	if err != nil {
 		return Config{}, err
 	}
+	if in.Enabled.Value && p.runsNothing() {
+		return Config{}, nothingToRun(p)
+	}
 	id, err := s.st.nextID(ctx, BucketConfigs)
 	if err != nil {
 		return Config{}, err
@@ -166,6 +169,9 @@ func (s *Service) PatchConfig(ctx context.Context, actor Actor, projectID, id ui
 			return ErrNotFound
 		}
 		if in.Enabled.Set {
+			if in.Enabled.Value && !c.Enabled && p.runsNothing() {
+				return nothingToRun(p)
+			}
 			c.Enabled = in.Enabled.Value
 		}
 		if in.Order.Set {
@@ -259,4 +265,11 @@ func (s *Service) ExportsUnsubscribeConfigs(ctx context.Context, actor Actor) ([
 	}
 	slices.SortFunc(out, func(a, b Config) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
+}
+
+// nothingToRun is the refusal to enable a config of a plugin whose code
+// exports nothing that runs: before, such a config was enabled and never
+// called, with no error anywhere.
+func nothingToRun(p Plugin) error {
+	return invalid("enabled", "Plugin %q exports no processEvent or processEventBatch (nor any other method or task that runs), so it cannot be enabled as a transformation. Upload code that exports one (update_source), then enable it.", p.Name)
 }

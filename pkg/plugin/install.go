@@ -85,6 +85,9 @@ func fromFiles(files archive.Files, defaultName string) (installed, error) {
 		if err != nil {
 			return ins, invalid("url", "Could not read the exports of %s: %v", main, err)
 		}
+		if err := checkImports("url", main, string(src)); err != nil {
+			return ins, err
+		}
 		ins.caps = code.CapabilitiesOf(exports)
 		ins.bundle[main] = File{Source: string(src)}
 	}

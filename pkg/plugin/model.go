@@ -57,9 +57,21 @@ type Plugin struct {
 }
 
 // IsTransformation reports whether the plugin's methods include
-// processEvent.
+// processEvent or processEventBatch (which the runtime calls an event at
+// a time, as PostHog's legacy transformations do).
 func (p Plugin) IsTransformation() bool {
-	return slices.Contains(p.Capabilities.Methods, "processEvent")
+	m := p.Capabilities.Methods
+	return slices.Contains(m, "processEvent") || slices.Contains(m, "processEventBatch")
+}
+
+// runsNothing reports whether an enabled config of the plugin would do
+// nothing: no transformation method, no site app, no method or task of
+// another kind.
+func (p Plugin) runsNothing() bool {
+	c := p.Capabilities
+	return !p.SiteApp && !slices.ContainsFunc(c.Methods, func(m string) bool {
+		return m != "setupPlugin" && m != "teardownPlugin"
+	}) && len(c.ScheduledTasks) == 0
 }
 
 // InTransformations reports whether the pipeline_transformations routes
@@ -67,7 +79,8 @@ func (p Plugin) IsTransformation() bool {
 // not decided yet (no methods, no scheduled tasks). A source plugin starts
 // without code, and the plugin created through POST must be reachable
 // through its {id} routes to get code at all (update_source); PostHog
-// answers 404 there. Code without processEvent still makes it leave.
+// answers 404 there. Code without a transformation method still makes it
+// leave.
 func (p Plugin) InTransformations() bool {
 	if p.IsTransformation() {
 		return true

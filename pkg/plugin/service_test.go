@@ -53,7 +53,13 @@ func newSvcWith(t *testing.T, opts plugin.Options) *svcEnv {
 
 func (e *svcEnv) sourcePlugin(t *testing.T) plugin.Plugin {
 	t.Helper()
-	in, err := plugin.DecodePluginInput([]byte(`{"plugin_type":"source","name":"t","capabilities":{"methods":["processEvent"]}}`))
+	return e.create(t, `{"plugin_type":"source","name":"t","capabilities":{"methods":["processEvent"]}}`)
+}
+
+// create makes a plugin from the JSON of a POST.
+func (e *svcEnv) create(t *testing.T, body string) plugin.Plugin {
+	t.Helper()
+	in, err := plugin.DecodePluginInput([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/personhub/personhub/pkg/activity"
@@ -141,6 +143,9 @@ func (s *Service) UpdateSource(ctx context.Context, actor Actor, id uint64, chan
 			if err != nil {
 				f.Status, f.Error = StatusError, err.Error()
 			} else {
+				if err := checkImports(entry, entry, f.Source); err != nil {
+					return nil, err
+				}
 				caps := code.CapabilitiesOf(exports)
 				caps.Jobs = p.Capabilities.Jobs
 				p.Capabilities = caps
@@ -262,4 +267,28 @@ func (s *Service) Upgrade(ctx context.Context, actor Actor, id uint64) (Plugin, 
 	s.pluginActivity(ctx, actor, after, "upgraded", diff(before, after))
 	s.announce(ctx, actor, Event{Kind: KindUpgraded, OrganizationID: after.OrganizationID, PluginID: id, Revision: rev, Plugin: &after})
 	return after, nil
+}
+
+// checkImports refuses, as invalid attr, an entry file that imports a
+// module the transformation runtime does not provide: the error names it
+// when the plugin is installed, not at its first event. Code that does
+// not parse is left to the exports' check.
+func checkImports(attr, filename, src string) error {
+	imports, err := code.Imports(filename, src)
+	if err != nil {
+		return nil
+	}
+	if missing := code.Unprovided(imports); len(missing) > 0 {
+		return invalid(attr, "%s imports %s, which a transformation cannot load: the runtime provides %s; bundle any other dependency into the file (esbuild --bundle).",
+			filename, strings.Join(quoted(missing), ", "), strings.Join(quoted(code.RuntimeModules), ", "))
+	}
+	return nil
+}
+
+func quoted(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strconv.Quote(n)
+	}
+	return out
 }

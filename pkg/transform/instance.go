@@ -70,10 +70,11 @@ func (l Limits) withDefaults() Limits {
 // ErrTimeout is a call that ran past Limits.Timeout.
 var ErrTimeout = errors.New("processEvent ran past its time limit")
 
-// ErrNoProcessEvent is a plugin whose code exports no processEvent.
-var ErrNoProcessEvent = errors.New("the plugin exports no processEvent function")
+// ErrNoProcessEvent is a plugin whose code exports neither processEvent
+// nor processEventBatch.
+var ErrNoProcessEvent = errors.New("the plugin exports no processEvent or processEventBatch function")
 
-// prelude runs before the plugin's code. The runtime has no require, no
+// prelude runs before the plugin's code. The runtime has no
 // network and no file system to begin with (goja provides only ECMAScript
 // built-ins); console is a no-op so that plugins that log do not throw.
 const prelude = `var console = {log: function(){}, info: function(){}, warn: function(){}, error: function(){}, debug: function(){}};`
@@ -116,6 +117,36 @@ func compile(filename, src string) (*goja.Program, error) {
 	return goja.Compile(filename, wrapped, false)
 }
 
+// batchAsEvent calls a plugin's processEventBatch with one event, as
+// PostHog's legacy transformations do: the first event of the array it
+// returns (or resolves to) is the event's result, an empty array drops
+// the event, anything else than an array is an error.
+const batchAsEvent = `(function(batch){
+function first(out){
+  if (!Array.isArray(out)) throw new TypeError('processEventBatch must return an array of events, not ' + (out === null ? 'null' : typeof out));
+  return out.length ? out[0] : null;
+}
+return function(event, meta){ var out = batch([event], meta); return out && typeof out.then === 'function' ? out.then(first) : first(out); };
+})`
+
+// eventAtATime wraps an exported processEventBatch (batchAsEvent); false
+// when v is no function.
+func (in *instance) eventAtATime(v goja.Value) (goja.Callable, bool) {
+	if _, ok := goja.AssertFunction(v); !ok {
+		return nil, false
+	}
+	wrap, err := in.vm.RunString(batchAsEvent)
+	if err != nil {
+		return nil, false
+	}
+	mk, _ := goja.AssertFunction(wrap)
+	fn, err := mk(goja.Undefined(), v)
+	if err != nil {
+		return nil, false
+	}
+	return goja.AssertFunction(fn)
+}
+
 // newInstance runs the program in a fresh runtime, builds meta from the
 // config (secrets included: the plugin needs them; they are never logged)
 // and runs setupPlugin(meta) when exported, all under the time limit.
@@ -135,6 +166,9 @@ func newInstance(prog *goja.Program, config map[string]any, limits Limits, dog *
 	var exports goja.Value
 	err = in.bounded(func() error {
 		if _, err := vm.RunString(guards(limits)); err != nil {
+			return err
+		}
+		if err := in.enableGlobals(); err != nil {
 			return err
 		}
 		if _, err := vm.RunString(prelude); err != nil {
@@ -159,7 +193,9 @@ func newInstance(prog *goja.Program, config map[string]any, limits Limits, dog *
 	obj := exports.ToObject(vm)
 	process, ok := goja.AssertFunction(obj.Get("processEvent"))
 	if !ok {
-		return nil, ErrNoProcessEvent
+		if process, ok = in.eventAtATime(obj.Get("processEventBatch")); !ok {
+			return nil, ErrNoProcessEvent
+		}
 	}
 	in.process = process
 	jsonObj := vm.Get("JSON").ToObject(vm)

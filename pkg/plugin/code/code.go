@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/evanw/esbuild/pkg/api"
 )
@@ -192,7 +193,7 @@ type Capabilities struct {
 }
 
 var (
-	methodNames    = []string{"composeWebhook", "getSettings", "onEvent", "processEvent", "setupPlugin", "teardownPlugin"}
+	methodNames    = []string{"composeWebhook", "getSettings", "onEvent", "processEvent", "processEventBatch", "setupPlugin", "teardownPlugin"}
 	scheduledNames = []string{"runEveryDay", "runEveryHour", "runEveryMinute"}
 )
 
@@ -209,4 +210,55 @@ func CapabilitiesOf(exports []string) Capabilities {
 		}
 	}
 	return c
+}
+
+// RuntimeModules are the modules a transformation's require() (or import)
+// gets from the runtime (pkg/transform provides each): PostHog's plugin
+// VM gives a transformation these of Node's and its own.
+var RuntimeModules = []string{"@posthog/plugin-scaffold", "buffer", "crypto", "url"}
+
+// Imports returns the sorted module names the code imports or requires
+// by a literal name (import ... from 'x', require('x'), import('x')), as
+// esbuild resolves them; relative paths are included as written.
+func Imports(filename, src string) ([]string, error) {
+	var names []string
+	var mu sync.Mutex // esbuild may resolve in parallel
+	collect := api.Plugin{Name: "imports", Setup: func(b api.PluginBuild) {
+		b.OnResolve(api.OnResolveOptions{Filter: ".*"}, func(a api.OnResolveArgs) (api.OnResolveResult, error) {
+			if a.Kind != api.ResolveEntryPoint {
+				mu.Lock()
+				names = append(names, a.Path)
+				mu.Unlock()
+			}
+			return api.OnResolveResult{Path: a.Path, External: true}, nil
+		})
+	}}
+	r := api.Build(api.BuildOptions{
+		Stdin:    &api.StdinOptions{Contents: src, Loader: loaderFor(filename), Sourcefile: filename},
+		Bundle:   true,
+		Write:    false,
+		Format:   api.FormatCommonJS,
+		Platform: api.PlatformNeutral,
+		Plugins:  []api.Plugin{collect},
+		LogLevel: api.LogLevelSilent,
+	})
+	if len(r.Errors) > 0 {
+		return nil, syntaxError(filename, r.Errors)
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
+}
+
+// Unprovided returns the imports that are not RuntimeModules: a
+// transformation runs as one file, with no module of its own or from npm
+// beside what the runtime gives (a bundle includes its dependencies).
+// "node:" names count as their bare names.
+func Unprovided(imports []string) []string {
+	var out []string
+	for _, name := range imports {
+		if !slices.Contains(RuntimeModules, strings.TrimPrefix(name, "node:")) {
+			out = append(out, name)
+		}
+	}
+	return out
 }

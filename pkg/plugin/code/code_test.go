@@ -69,6 +69,8 @@ func FuzzExports(f *testing.F) {
 		"exports.x = 1",
 		"module.exports = { 'a': `b${c}`, /* } */ d }",
 		"module.exports = {",
+		"import { createHash } from 'crypto'\nconst u = require('url'), x = require('left-pad')\nexport const processEvent = (e) => e",
+		"require(`x${y}`); import('a')",
 	} {
 		f.Add(s)
 	}
@@ -84,5 +86,18 @@ func FuzzExports(f *testing.F) {
 			}
 		}
 		_ = code.CapabilitiesOf(a)
+		// The imports, read by the same parser at install time.
+		imports, err := code.Imports("index.js", src)
+		again, errAgain := code.Imports("index.js", src)
+		if (err == nil) != (errAgain == nil) || !slices.Equal(imports, again) {
+			t.Fatalf("imports not deterministic: %q %v / %q %v", imports, err, again, errAgain)
+		}
+		if err == nil {
+			for _, n := range code.Unprovided(imports) {
+				if !slices.Contains(imports, n) {
+					t.Fatalf("unprovided %q is not an import of %v", n, imports)
+				}
+			}
+		}
 	})
 }
