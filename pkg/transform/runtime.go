@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/personhub/personhub/pkg/geoip"
 )
 
 // Step is one enabled plugin config of a project's chain: its code and
@@ -143,12 +145,21 @@ type Runtime struct {
 	// ErrBusy, never a queue (each run may hold MaxHeapGrowth).
 	dryRuns chan struct{}
 	dog     *watchdog // bounds every call of every instance
+	geo     *geoip.DB // meta.geoip's database; nil: locate answers null
 	events  *prometheus.CounterVec
 	seconds *prometheus.CounterVec
 }
 
+// Option sets up a Runtime beyond its limits.
+type Option func(*Runtime)
+
+// WithGeoIP gives every instance's meta.geoip.locate the database db
+// (shared: it is opened once per process); nil, the default, makes locate
+// answer null.
+func WithGeoIP(db *geoip.DB) Option { return func(r *Runtime) { r.geo = db } }
+
 // New returns a runtime; reg may be nil.
-func New(limits Limits, log *slog.Logger, reg prometheus.Registerer) *Runtime {
+func New(limits Limits, log *slog.Logger, reg prometheus.Registerer, opts ...Option) *Runtime {
 	r := &Runtime{limits: limits.withDefaults(), log: log,
 		slots: map[uint64]*slot{}, stats: map[uint64]*counts{}, dog: newWatchdog(limits.withDefaults().HeapSample),
 		dryRuns: make(chan struct{}, limits.withDefaults().MaxDryRuns),
@@ -159,6 +170,9 @@ func New(limits Limits, log *slog.Logger, reg prometheus.Registerer) *Runtime {
 	}
 	if reg != nil {
 		reg.MustRegister(r.events, r.seconds)
+	}
+	for _, o := range opts {
+		o(r)
 	}
 	return r
 }
@@ -345,7 +359,7 @@ func (r *Runtime) build(s Step) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newInstance(prog, s.Config, r.limits, r.dog)
+	return newInstance(prog, s.Config, r.limits, r.dog, r.geo)
 }
 
 // Stats returns a config's counts (zero when it never ran here).
