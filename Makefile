@@ -15,6 +15,7 @@ run: clickhouse
 SQLRECORD ?= $(CURDIR)/.data/sql-record
 test: clickhouse test-clients
 	@bash scripts/install-chdb.sh >/dev/null
+	@bash scripts/install-geoip-db.sh >/dev/null
 	$(GO) vet ./...
 	$(GO) vet -tags chdb ./test/portability/
 	@rm -rf $(SQLRECORD)

@@ -40,6 +40,7 @@ type options struct {
 	writeWait  time.Duration
 	consumer   string
 	partitions int
+	geoipDB    string
 }
 
 // parse reads flags, with environment variables as their defaults, and
@@ -52,6 +53,7 @@ func parse(args []string) (*options, error) {
 	fs.StringVar(&o.publicURL, "public-url", appconfig.Env("API_PUBLIC_URL", ""), "base of absolute URLs in responses; default: from the request (env API_PUBLIC_URL)")
 	appconfig.BindAPIServer(fs, &o.common.Env, &o.server)
 	appconfig.BindPlugins(fs, &o.plugins)
+	appconfig.BindGeoIP(fs, &o.geoipDB)
 	fs.DurationVar(&o.writeWait, "write-wait", o.common.Env.Duration("API_WRITE_WAIT", 5*time.Second), "how long a person write waits to be visible before answering 202 (env API_WRITE_WAIT)")
 	fs.IntVar(&o.partitions, "partitions", o.common.Env.Int("INGEST_PARTITIONS", 1), "partitions of the events stream, as the ingesters are given; a write waits on its project's partition (env INGEST_PARTITIONS)")
 	fs.StringVar(&o.consumer, "ingester-consumer", appconfig.Env("INGESTER_CONSUMER", "ingester"), "the ingester whose progress writes wait on (env INGESTER_CONSUMER)")
@@ -76,6 +78,13 @@ func run(args []string) error {
 	log := common.Logger("api")
 	ctx, stop := appconfig.SignalContext()
 	defer stop()
+	// Dry runs of transformations (plugin_configs/{id}/test/) read the
+	// ingester's database; unmapped after the server stops.
+	geo, err := appconfig.OpenGeoIP(o.geoipDB, log)
+	if err != nil {
+		return err
+	}
+	defer geo.Close()
 
 	store, err := common.CurrentClickHouse(ctx)
 	if err != nil {
@@ -97,7 +106,7 @@ func run(args []string) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, err := process.NewAPI(ctx, process.APIConfig{
 		Store: store, NC: nc, JS: js, Keys: keys, Log: log, Reg: reg,
-		Server: *server, Plugins: *plugins, PublicURL: o.publicURL, Consumer: o.consumer, Partitions: o.partitions, WriteWait: o.writeWait,
+		Server: *server, Plugins: *plugins, PublicURL: o.publicURL, Consumer: o.consumer, Partitions: o.partitions, WriteWait: o.writeWait, GeoIP: geo,
 	})
 	if err != nil {
 		return err

@@ -46,6 +46,7 @@ type runOptions struct {
 	metricsAddr    string
 	memoryLimitMiB int
 	nice           int
+	geoipDB        string
 	// ackWait is read and ignored: the consumer acknowledges nothing
 	// (AckNone). Kept so command lines that set it still start.
 	ackWait time.Duration
@@ -72,6 +73,7 @@ func parseRun(args []string) (*runOptions, error) {
 	fs.BoolVar(&o.cfg.WriteLane, "write-lane", env.Bool("INGESTER_WRITE_LANE", o.cfg.WriteLane), "fold the API's person writes ahead of the capture backlog, recording where in the log (docs/events.md, \"The write lane\"); on by default; -write-lane=false folds them in log order, and records already in the log are followed either way (env INGESTER_WRITE_LANE)")
 	fs.IntVar(&o.nice, "nice", env.Int("INGESTER_NICE", process.IngesterNice), "CPU niceness of the process, 0..19: above 0 the ingester yields the cores to ClickHouse and the API when they share a host, so a user's read is not slowed by a backlog (docs/operations.md, \"CPU priority\"); 0 leaves it as started (env INGESTER_NICE)")
 	bindStreams(fs, &o.cfg.Streams, env)
+	appconfig.BindGeoIP(fs, &o.geoipDB)
 	legacy := fs.Int("legacy-commands-until", env.Int("INGESTER_LEGACY_COMMANDS_UNTIL", 0), "honour commands found on events.<project> up to this stream sequence, for rebuilding from a log written before commands had their own subject; 0: none (env INGESTER_LEGACY_COMMANDS_UNTIL)")
 	fs.DurationVar(&o.cfg.LeaseTTL, "lease-ttl", env.Duration("INGESTER_LEASE_TTL", o.cfg.LeaseTTL), "how long a consumer's lease outlives a crashed ingester, when the lease bucket is created (env INGESTER_LEASE_TTL)")
 	run := fs.String("partition", appconfig.Env("INGESTER_PARTITION", "all"), "partitions of the stream this process folds, comma-separated (e.g. 0,2), or all (env INGESTER_PARTITION)")
@@ -107,6 +109,13 @@ func run(args []string) error {
 	process.TuneGC(log, o.memoryLimitMiB)
 	ctx, stop := appconfig.SignalContext()
 	defer stop()
+	// Opened first: a database that cannot be read stops the start at
+	// once. Unmapped after the ingesters stop (Run has returned).
+	geo, err := appconfig.OpenGeoIP(o.geoipDB, log)
+	if err != nil {
+		return err
+	}
+	defer geo.Close()
 
 	// ClickHouse runs the ingester's statements at its niceness too, where
 	// it can (chstore.Config.ThreadNice).
@@ -124,7 +133,7 @@ func run(args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	ing, err := process.NewIngester(ctx, process.IngesterConfig{Ingest: o.cfg, Partitions: o.partitions, JS: js, Store: store, Log: log, Reg: reg})
+	ing, err := process.NewIngester(ctx, process.IngesterConfig{Ingest: o.cfg, Partitions: o.partitions, JS: js, Store: store, Log: log, Reg: reg, GeoIP: geo})
 	if err != nil {
 		return err
 	}

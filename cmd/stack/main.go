@@ -45,6 +45,8 @@ type config struct {
 	apiServer      httpapi.Settings
 	// writeLane: the ingester's write lane (ingest.Config.WriteLane).
 	writeLane bool
+	// geoipDB: meta.geoip's database, for the ingester and dry runs alike.
+	geoipDB string
 }
 
 func main() {
@@ -71,6 +73,7 @@ func parse(args []string) (*config, error) {
 	fs.BoolVar(&cfg.writeLane, "write-lane", env.Bool("INGESTER_WRITE_LANE", ingest.DefaultConfig().WriteLane), "fold the API's person writes ahead of the capture backlog, recording where in the log (docs/events.md, \"The write lane\"); -write-lane=false folds them in log order (env INGESTER_WRITE_LANE)")
 	appconfig.BindAPIServer(fs, env, &cfg.apiServer)
 	appconfig.BindPlugins(fs, &cfg.plugins)
+	appconfig.BindGeoIP(fs, &cfg.geoipDB)
 	cfg.common.LogFormat = "text"
 	if err := appconfig.Parse(fs, args, cfg.common.ValidateLogging, cfg.apiServer.Validate); err != nil {
 		return nil, err
@@ -91,6 +94,13 @@ func run() error {
 	if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
 		return err
 	}
+	// One mapping shared by the ingester and the API's dry runs, unmapped
+	// after both stop.
+	geo, err := appconfig.OpenGeoIP(cfg.geoipDB, log)
+	if err != nil {
+		return err
+	}
+	defer geo.Close()
 
 	// 1. ClickHouse: given, or a private server under dir/clickhouse.
 	chAddr := cfg.clickhouseAddr
@@ -172,7 +182,7 @@ func run() error {
 		return err
 	}
 	defer ingStore.Close()
-	ing, err := process.NewIngester(ctx, process.IngesterConfig{Ingest: ingCfg, JS: js, Store: ingStore, Log: root.With("component", "ingester"), Reg: reg})
+	ing, err := process.NewIngester(ctx, process.IngesterConfig{Ingest: ingCfg, JS: js, Store: ingStore, Log: root.With("component", "ingester"), Reg: reg, GeoIP: geo})
 	if err != nil {
 		return err
 	}
@@ -183,7 +193,7 @@ func run() error {
 	}
 	api, err := process.NewAPI(ctx, process.APIConfig{
 		Store: store, NC: nc, JS: js, Keys: cp, Log: root.With("component", "api"), Reg: reg,
-		Server: *apiServer, Plugins: *plugins, Consumer: ingest.DefaultConfig().Consumer,
+		Server: *apiServer, Plugins: *plugins, Consumer: ingest.DefaultConfig().Consumer, GeoIP: geo,
 	})
 	if err != nil {
 		return err
@@ -230,12 +240,22 @@ func banner(cfg *config, b bootstrapState, natsURL, chAddr string) {
   Project    %d   (capture token %s)
   NATS       %s
   ClickHouse %s, database %s
+  GeoIP      %s
 
   Try:
     curl -H "Authorization: Bearer %s" %s/api/projects/%d/persons/
     echo '{"event":"$pageview","distinct_id":"alice","$set":{"email":"alice@example.com"}}' | \
       NATS_URL=%s go run ./cmd/ingester publish -project %d -
 
-`, cfg.dir, url, b.Secret, b.OrganizationID, b.ProjectID, b.ProjectToken, natsURL, chAddr, cfg.database,
+`, cfg.dir, url, b.Secret, b.OrganizationID, b.ProjectID, b.ProjectToken, natsURL, chAddr, cfg.database, geoipLine(cfg.geoipDB),
 		b.Secret, url, b.ProjectID, natsURL, b.ProjectID)
+}
+
+// geoipLine says which database transformations' meta.geoip.locate reads,
+// or how to give it one.
+func geoipLine(path string) string {
+	if path != "" {
+		return path + " (meta.geoip.locate)"
+	}
+	return "none: meta.geoip.locate answers null; GEOIP_DB=/path/to/GeoLite2-City.mmdb make run gives it one"
 }

@@ -140,8 +140,14 @@ func (d *DB) probe() (err error) {
 	return nil
 }
 
-// Close unmaps the file. No Locate may run during or after it.
-func (d *DB) Close() error { return d.reader.Close() }
+// Close unmaps the file (nil: none to close). No Locate may run during or
+// after it.
+func (d *DB) Close() error {
+	if d == nil {
+		return nil
+	}
+	return d.reader.Close()
+}
 
 // Path is the file the database was opened from.
 func (d *DB) Path() string { return d.path }

@@ -20,6 +20,7 @@ import (
 	"github.com/personhub/personhub/pkg/chstore/eventstore"
 	"github.com/personhub/personhub/pkg/cohort"
 	"github.com/personhub/personhub/pkg/controlplane"
+	"github.com/personhub/personhub/pkg/geoip"
 	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/transform"
 )
@@ -121,6 +122,10 @@ type Deps struct {
 	// Cohorts: the cohorts routes, persons/cohorts/ and cohort filters in
 	// the persons list (cohorts.go, docs/cohorts.md).
 	Cohorts *cohort.Service
+	// GeoIP: meta.geoip's database in dry runs of transformations (the
+	// ingester's file, so that a dry run answers as ingestion will); nil:
+	// locate answers null.
+	GeoIP *geoip.DB
 }
 
 // New builds the API from its settings and its dependencies.
@@ -154,7 +159,7 @@ func New(cfg Config, d Deps) (*API, error) {
 	if d.Plugins != nil {
 		a.plugins = d.Plugins
 		// Dry runs only: they count nothing, so no registerer.
-		a.transforms = transform.New(transform.Limits{}, a.log, nil)
+		a.transforms = transform.New(transform.Limits{}, a.log, nil, transform.WithGeoIP(d.GeoIP))
 	}
 	if d.Capture != nil { // a nil *capture.Publisher would be a non-nil Capture
 		a.capture = d.Capture

@@ -17,6 +17,7 @@ import (
 	"github.com/personhub/personhub/pkg/cohort"
 	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/deletion"
+	"github.com/personhub/personhub/pkg/geoip"
 	"github.com/personhub/personhub/pkg/httpapi"
 	"github.com/personhub/personhub/pkg/insight"
 	"github.com/personhub/personhub/pkg/plugin"
@@ -48,6 +49,9 @@ type APIConfig struct {
 	Consumer   string
 	Partitions int
 	WriteWait  time.Duration
+	// GeoIP is the database of meta.geoip.locate in dry runs of
+	// transformations, the ingester's; nil: locate answers null.
+	GeoIP *geoip.DB
 }
 
 // API is the HTTP API with every route family: persons, person writes and
@@ -88,7 +92,7 @@ func NewAPI(ctx context.Context, c APIConfig) (*API, error) {
 			a.Close()
 		}
 	}()
-	deps := httpapi.Deps{Store: c.Store, Keys: c.Keys, Log: c.Log, Reg: c.Reg, Ready: a.Ready,
+	deps := httpapi.Deps{Store: c.Store, Keys: c.Keys, Log: c.Log, Reg: c.Reg, Ready: a.Ready, GeoIP: c.GeoIP,
 		Writes: &httpapi.PersonWrites{JS: c.JS, Progress: watcher, Activity: activity.New(c.Store.Conn()),
 			Deletions: deletion.NewQueue(c.Store.Conn()), Wait: c.WriteWait}}
 	// Plugins: KV buckets, object store and event stream on the same

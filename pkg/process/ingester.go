@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/personhub/personhub/pkg/geoip"
 	"github.com/personhub/personhub/pkg/ingest"
 	"github.com/personhub/personhub/pkg/transform"
 )
@@ -31,6 +32,9 @@ type IngesterConfig struct {
 	Store ingest.Store
 	Log   *slog.Logger
 	Reg   prometheus.Registerer
+	// GeoIP is the database of transformations' meta.geoip.locate; nil:
+	// locate answers null. Opened by the caller, closed after Run.
+	GeoIP *geoip.DB
 }
 
 // Ingester is one ingester per partition the process folds.
@@ -45,7 +49,7 @@ func NewIngester(ctx context.Context, c IngesterConfig) (*Ingester, error) {
 	// Enabled transformations run on every event before the fold
 	// (docs/plugins.md, "Running transformations"). One hook serves every
 	// partition this process runs: its records are per project.
-	if cfg.Hook, err = transform.NewIngestHook(ctx, c.JS, max(cfg.Streams.Replicas, 1), c.Log, c.Reg); err != nil {
+	if cfg.Hook, err = transform.NewIngestHook(ctx, c.JS, max(cfg.Streams.Replicas, 1), c.Log, c.Reg, transform.WithGeoIP(c.GeoIP)); err != nil {
 		return nil, err
 	}
 	n := max(cfg.Streams.Partitions, 1)

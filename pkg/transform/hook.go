@@ -297,6 +297,6 @@ func (h *Hook) resolve(ctx context.Context, project, at uint64, refs []Ref) ([]S
 
 // NewIngestHook is the ingester's hook with its own runtime, whose
 // per-config metrics go to reg: the composition root's one call.
-func NewIngestHook(ctx context.Context, js jetstream.JetStream, replicas int, log *slog.Logger, reg prometheus.Registerer) (*Hook, error) {
-	return NewHook(ctx, js, New(Limits{}, log.With("component", "transform"), reg), replicas, log.With("component", "transform"), reg)
+func NewIngestHook(ctx context.Context, js jetstream.JetStream, replicas int, log *slog.Logger, reg prometheus.Registerer, opts ...Option) (*Hook, error) {
+	return NewHook(ctx, js, New(Limits{}, log.With("component", "transform"), reg, opts...), replicas, log.With("component", "transform"), reg)
 }
