@@ -17,6 +17,7 @@ import (
 	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/capture"
 	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/geoip"
 	"github.com/personhub/personhub/pkg/ingest"
 	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/stream"
@@ -28,10 +29,15 @@ import (
 // run transformations.
 type transformEnv struct {
 	*env
-	apiURL string // plugins and capture
+	apiURL string    // plugins and capture
+	geo    *geoip.DB // meta.geoip's database of the API and the ingesters; nil: none
 }
 
-func newTransformEnv(t *testing.T) *transformEnv {
+func newTransformEnv(t *testing.T) *transformEnv { return newTransformEnvGeoIP(t, nil) }
+
+// newTransformEnvGeoIP is newTransformEnv with geo as meta.geoip's database
+// of the API's dry runs and of the ingesters runIngester starts.
+func newTransformEnvGeoIP(t *testing.T, geo *geoip.DB) *transformEnv {
 	t.Helper()
 	e := newEnv(t)
 	ctx := context.Background()
@@ -49,13 +55,13 @@ func newTransformEnv(t *testing.T) *transformEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := New(Config{}, Deps{Store: e.store, Keys: e.cp, Log: log, Reg: reg, Ready: e.store.Ping, Plugins: svc, Capture: pub})
+	api, err := New(Config{}, Deps{Store: e.store, Keys: e.cp, Log: log, Reg: reg, Ready: e.store.Ping, Plugins: svc, Capture: pub, GeoIP: geo})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &transformEnv{env: e, apiURL: srv.URL}
+	return &transformEnv{env: e, apiURL: srv.URL, geo: geo}
 }
 
 // call makes a request to the plugins and capture API and checks its status.
@@ -109,7 +115,7 @@ func (e *transformEnv) runIngester(store *chstore.Store, consumer string) (*prom
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// A limit five times the default: a loaded test machine must not time
 	// out ordinary calls (the looping plugin still meets it).
-	hook, err := transform.NewHook(ctx, e.nats.JS, transform.New(transform.Limits{Timeout: 500 * time.Millisecond}, log, reg), 1, log, reg)
+	hook, err := transform.NewHook(ctx, e.nats.JS, transform.New(transform.Limits{Timeout: 500 * time.Millisecond}, log, reg, transform.WithGeoIP(e.geo)), 1, log, reg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
