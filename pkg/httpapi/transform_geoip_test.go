@@ -12,24 +12,31 @@ import (
 	"github.com/personhub/personhub/pkg/testenv"
 )
 
-// geoipTS locates properties.$ip as PostHog's GeoIP plugin does (await
-// geoip.locate, the City model's fields, subdivisions numbered from 1)
-// and sets the location on the event and the person.
-const geoipTS = `export async function processEvent(event: any, { geoip }: any) {
+// geoipTS uses meta.geoip as PostHog's bundled legacy GeoIP
+// transformation does: the address from properties.$ip, locate called
+// without await, the City model's fields, subdivisions numbered from 1,
+// and the location put on the person through properties.$set (each
+// field null first) and properties.$set_once ($initial_ names).
+const geoipTS = `const fields = ['city_name', 'country_code', 'continent_code', 'postal_code', 'time_zone', 'latitude', 'subdivision_1_code', 'subdivision_2_code']
+export function processEvent(event: any, { geoip }: any) {
   const ip = event.properties?.$ip
-  if (!ip) return event
-  const r = await geoip.locate(String(ip))
+  if (!ip || event.properties.$geoip_disable) return event
+  const r = geoip.locate(String(ip))
   if (!r) { event.properties.$geoip_missed = true; return event }
   const at: Record<string, any> = {
     city_name: r.city?.names?.en, country_code: r.country?.isoCode, continent_code: r.continent?.code,
     postal_code: r.postal?.code, time_zone: r.location?.timeZone, latitude: r.location?.latitude,
   }
-  r.subdivisions.forEach((s: any, i: number) => { at['subdivision_' + (i + 1) + '_code'] = s.isoCode })
-  event.$set = { ...(event.$set || {}) }
+  for (const [i, s] of r.subdivisions.entries()) at['subdivision_' + (i + 1) + '_code'] = s.isoCode
+  const set: Record<string, any> = {}, once: Record<string, any> = {}
+  for (const f of fields) { set['$geoip_' + f] = null; once['$initial_geoip_' + f] = null }
+  event.properties.$set = { ...set, ...(event.properties.$set ?? {}) }
+  event.properties.$set_once = { ...once, ...(event.properties.$set_once ?? {}) }
   for (const [k, v] of Object.entries(at)) {
     if (v === undefined) continue
     event.properties['$geoip_' + k] = v
-    event.$set['$geoip_' + k] = v
+    event.properties.$set['$geoip_' + k] = v
+    event.properties.$set_once['$initial_geoip_' + k] = v
   }
   return event
 }`
@@ -76,16 +83,22 @@ func TestGeoIPTransformation(t *testing.T) {
 	}
 	for name, w := range want {
 		g := got[name]
-		delete(g, "$set") // the person's copy is checked below
+		delete(g, "$set") // the person's copies are checked below
+		delete(g, "$set_once")
 		if fmt.Sprint(g) != fmt.Sprint(w) {
 			t.Errorf("%s: stored %v\nwant %v", name, g, w)
 		}
 	}
 	persons := storedPersons(t, e.store, e.projectA.ID)
+	// Each located field on the person as $geoip_ (set) and $initial_geoip_
+	// (set once); a field the record lacks is null there, as the plugin
+	// sets it.
 	wantPersons := []string{
-		`u1 {"$geoip_city_name":"Gamlingay","$geoip_continent_code":"EU","$geoip_country_code":"GB","$geoip_latitude":52.1398,"$geoip_postal_code":"SG19","$geoip_subdivision_1_code":"ENG","$geoip_subdivision_2_code":"CAM","$geoip_time_zone":"Europe/London"}`,
+		`u1 {"$geoip_city_name":"Gamlingay","$geoip_continent_code":"EU","$geoip_country_code":"GB","$geoip_latitude":52.1398,"$geoip_postal_code":"SG19","$geoip_subdivision_1_code":"ENG","$geoip_subdivision_2_code":"CAM","$geoip_time_zone":"Europe/London",` +
+			`"$initial_geoip_city_name":"Gamlingay","$initial_geoip_continent_code":"EU","$initial_geoip_country_code":"GB","$initial_geoip_latitude":52.1398,"$initial_geoip_postal_code":"SG19","$initial_geoip_subdivision_1_code":"ENG","$initial_geoip_subdivision_2_code":"CAM","$initial_geoip_time_zone":"Europe/London"}`,
 		`u2 {}`, `u3 {}`,
-		`u4 {"$geoip_continent_code":"NA","$geoip_country_code":"US","$geoip_latitude":37.751,"$geoip_time_zone":"America/Chicago"}`,
+		`u4 {"$geoip_city_name":null,"$geoip_continent_code":"NA","$geoip_country_code":"US","$geoip_latitude":37.751,"$geoip_postal_code":null,"$geoip_subdivision_1_code":null,"$geoip_subdivision_2_code":null,"$geoip_time_zone":"America/Chicago",` +
+			`"$initial_geoip_city_name":null,"$initial_geoip_continent_code":"NA","$initial_geoip_country_code":"US","$initial_geoip_latitude":37.751,"$initial_geoip_postal_code":null,"$initial_geoip_subdivision_1_code":null,"$initial_geoip_subdivision_2_code":null,"$initial_geoip_time_zone":"America/Chicago"}`,
 	}
 	if !slices.Equal(persons, wantPersons) {
 		t.Errorf("persons:\n%s\nwant:\n%s", strings.Join(persons, "\n"), strings.Join(wantPersons, "\n"))
