@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/personhub/personhub/pkg/geoip"
 	"github.com/personhub/personhub/pkg/testenv"
@@ -162,5 +163,29 @@ func TestGeoIPNoDatabase(t *testing.T) {
 	props = runGeo(t, r, syncGeoPlugin, "81.2.69.142")
 	if props["sync_country"] != nil || props["odd"] != "null,null,null,null,null" {
 		t.Errorf("no database, sync: %v", props)
+	}
+}
+
+// TestGeoIPValueOwnKeys: a record key __proto__ (a database is an outside
+// file) is an own property of the answer, never its prototype.
+func TestGeoIPValueOwnKeys(t *testing.T) {
+	prog, err := compile("index.js", `exports.processEvent = function(e) { return e }`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := newInstance(prog, nil, Limits{}.withDefaults(), newWatchdog(time.Millisecond), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := in.geoValue(geoip.Object{Keys: []string{"__proto__", "a"}, Values: []any{geoip.Object{Keys: []string{"polluted"}, Values: []any{true}}, 1.0}})
+	if err := in.vm.Set("v", v); err != nil {
+		t.Fatal(err)
+	}
+	got, err := in.vm.RunString(`[v.polluted === undefined, Object.getPrototypeOf(v) === Object.prototype, Object.keys(v).join(','), v.__proto__.polluted, JSON.stringify(v)].join(' ')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `true true __proto__,a true {"__proto__":{"polluted":true},"a":1}`; got.String() != want {
+		t.Errorf("got %s, want %s", got, want)
 	}
 }
