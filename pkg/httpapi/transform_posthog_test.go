@@ -88,6 +88,15 @@ func TestPostHogTransformations(t *testing.T) {
 		plugin: "anonymization.js", config: `{"salt":"pepper","privateFields":"email","hashDistinctId":"true"}`,
 		events: []string{ev("e", "alice", `{"email":"a@b.c","plan":"pro"}`)},
 		want:   []string{`e ` + sha("pepperalice") + ` {"email":"` + sha("peppera@b.c") + `","plan":"pro"}`},
+	}, {
+		plugin: "language-url-splitter.ts",
+		config: `{"pattern":"^/([a-z]{2})(?=/|#|\\?|$)","matchGroup":"1","property":"locale","replacePattern":"^(/[a-z]{2})(/|(?=/|#|\\?|$))","replaceKey":"$pathname","replaceValue":"/"}`,
+		events: []string{ev("$pageview", "u1", `{"$pathname":"/de/docs/start"}`), ev("$pageview", "u1", `{"$pathname":"/docs"}`), ev("$pageview", "u1", `{"$pathname":"/fr"}`)},
+		want:   []string{`$pageview u1 {"$pathname":"/docs/start","locale":"de"}`, `$pageview u1 {"$pathname":"/docs"}`, `$pageview u1 {"$pathname":"/","locale":"fr"}`},
+	}, {
+		plugin: "route-censor.js", config: `{"routes":"/users/:id, /orders/:order/items/:item"}`,
+		events: []string{ev("$pageview", "u1", `{"$current_url":"https://shop.io/orders/991/items/7?x=1","$pathname":"/users/42","$referrer":"https://shop.io/about"}`)},
+		want:   []string{`$pageview u1 {"$current_url":"https://shop.io/orders/:order/items/:item?x=1","$pathname":"/users/:id","$referrer":"https://shop.io/about"}`},
 	}} {
 		t.Run(c.plugin, func(t *testing.T) {
 			src, err := os.ReadFile("testdata/posthog/" + c.plugin)
