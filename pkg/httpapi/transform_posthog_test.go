@@ -6,12 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/evanw/esbuild/pkg/api"
 
 	"github.com/personhub/personhub/pkg/testenv"
 )
@@ -154,5 +158,78 @@ func TestTransformationRefusals(t *testing.T) {
 	wantError(t, r, 400, "validation_error", "invalid_input")
 	if body := r.json(t); body["attr"] != "index.ts" || !strings.Contains(fmt.Sprint(body["detail"]), `"ua-parser-js"`) {
 		t.Fatalf("unprovided import: %v", body)
+	}
+}
+
+// userAgents are user agents of browsers, an app, a bot and a script.
+var userAgents = []string{
+	"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36",
+	"Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:121.0) Gecko/20100101 Firefox/121.0",
+	"Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.1 Mobile/15E148 Safari/604.1",
+	"Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/119.0.6045.163 Mobile Safari/537.36 EdgA/119.0.2151.78",
+	"Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+	"curl/8.5.0",
+}
+
+// userAgentBundle bundles testdata/posthog/user-agent.ts with its parser
+// (detect-browser from test/node, the npm registry's) into one CommonJS
+// file, as `esbuild --bundle --format=cjs` writes it for upload.
+func userAgentBundle(t *testing.T) string {
+	t.Helper()
+	dir := clientPackage(t, "node", "detect-browser")
+	r := api.Build(api.BuildOptions{
+		EntryPoints: []string{"testdata/posthog/user-agent.ts"},
+		Bundle:      true, Format: api.FormatCommonJS, Platform: api.PlatformNeutral,
+		MainFields: []string{"main", "module"}, NodePaths: []string{filepath.Join(dir, "node_modules")},
+		Write: false, LogLevel: api.LogLevelSilent,
+	})
+	if len(r.Errors) > 0 || len(r.OutputFiles) != 1 {
+		t.Fatalf("bundle: %+v", r.Errors)
+	}
+	return string(r.OutputFiles[0].Contents)
+}
+
+// TestPostHogUserAgentBundle: PostHog's User Agent Populator's shape,
+// uploaded as users upload a plugin with a dependency (one esbuild
+// bundle with detect-browser in it), stores for each user agent what
+// detect-browser itself answers under Node.
+func TestPostHogUserAgentBundle(t *testing.T) {
+	bundle := userAgentBundle(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not installed: this test needs Node.js 20.20 or newer (apt-get install nodejs npm), then `npm ci --prefix test/node`")
+	}
+	uas, _ := json.Marshal(userAgents)
+	cmd := exec.Command(node, "--input-type=module", "-e",
+		`import { detect } from 'detect-browser'; console.log(JSON.stringify(`+string(uas)+`.map((ua) => detect(ua))))`)
+	cmd.Dir = clientPackage(t, "node", "detect-browser")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	var answers []map[string]any
+	if err := json.Unmarshal(out, &answers); err != nil || len(answers) != len(userAgents) {
+		t.Fatalf("node answered %s (%v)", out, err)
+	}
+
+	e := newTransformEnv(t)
+	e.runIngester(e.store, "ingester")
+	e.installFile("", "index.js", bundle, 1, `{"overrideUserAgentDetails":"true"}`)
+	var events, want []string
+	for i, ua := range userAgents {
+		props := map[string]any{"$useragent": ua}
+		in, _ := json.Marshal(props)
+		events = append(events, fmt.Sprintf(`{"event":"$pageview","distinct_id":"u%d","properties":%s}`, i, in))
+		if a := answers[i]; a != nil {
+			props["$browser"], props["$browser_version"], props["$os"], props["$browser_type"] = a["name"], a["version"], a["os"], a["type"]
+		}
+		stored, _ := json.Marshal(props)
+		want = append(want, fmt.Sprintf("$pageview u%d %s", i, stored))
+	}
+	e.capture(events...)
+	testenv.WaitCommitted(t, e.store, "ingester", e.lastSeq(), 30*time.Second)
+	got := storedEvents(t, e.store, e.projectA.ID)
+	if !slices.EqualFunc(got, want, sameEvent) {
+		t.Fatalf("stored:\n%s\nwant (detect-browser under Node):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
