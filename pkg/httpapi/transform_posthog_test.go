@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -15,13 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evanw/esbuild/pkg/api"
-
 	"github.com/personhub/personhub/pkg/testenv"
+	"github.com/personhub/personhub/pkg/testenv/pluginfixture"
 )
 
 // TestPostHogTransformations: plugins in the shape of PostHog's bundled
-// legacy transformations (testdata/posthog: this project's code, using
+// legacy transformations (test/posthog-plugins: this project's code, using
 // the runtime APIs the PostHog plugins use) installed through the API as
 // a user would (pipeline_transformations, update_source, plugin_configs),
 // each fed events through /batch/, the stored events held against what
@@ -103,7 +101,7 @@ func TestPostHogTransformations(t *testing.T) {
 		want:   []string{`$pageview u1 {"$current_url":"https://shop.io/orders/:order/items/:item?x=1","$pathname":"/users/:id","$referrer":"https://shop.io/about"}`},
 	}} {
 		t.Run(c.plugin, func(t *testing.T) {
-			src, err := os.ReadFile("testdata/posthog/" + c.plugin)
+			src, err := pluginfixture.Source(filepath.Join("..", ".."), c.plugin)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -171,22 +169,17 @@ var userAgents = []string{
 	"curl/8.5.0",
 }
 
-// userAgentBundle bundles testdata/posthog/user-agent.ts with its parser
-// (detect-browser from test/node, the npm registry's) into one CommonJS
-// file, as `esbuild --bundle --format=cjs` writes it for upload.
+// userAgentBundle bundles the user-agent fixture with its parser
+// (detect-browser from test/node, the npm registry's) as a user bundles
+// it for upload.
 func userAgentBundle(t *testing.T) string {
 	t.Helper()
 	dir := clientPackage(t, "node", "detect-browser")
-	r := api.Build(api.BuildOptions{
-		EntryPoints: []string{"testdata/posthog/user-agent.ts"},
-		Bundle:      true, Format: api.FormatCommonJS, Platform: api.PlatformNeutral,
-		MainFields: []string{"main", "module"}, NodePaths: []string{filepath.Join(dir, "node_modules")},
-		Write: false, LogLevel: api.LogLevelSilent,
-	})
-	if len(r.Errors) > 0 || len(r.OutputFiles) != 1 {
-		t.Fatalf("bundle: %+v", r.Errors)
+	b, err := pluginfixture.Bundle(filepath.Join("..", ".."), "user-agent.ts", filepath.Join(dir, "node_modules"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return string(r.OutputFiles[0].Contents)
+	return b
 }
 
 // TestPostHogUserAgentBundle: PostHog's User Agent Populator's shape,

@@ -97,7 +97,7 @@ var (
 	// --format=cjs) names the exports in __export(target, { name: () => …
 	// }) and assigns module.exports = __toCommonJS(target).
 	cjsEsbuildRe = regexp.MustCompile(`(?:^|[^\w$])__export\(\s*[A-Za-z_$][\w$]*\s*,\s*\{`)
-	identRe     = regexp.MustCompile(`^[A-Za-z_$][\w$]*`)
+	identRe      = regexp.MustCompile(`^[A-Za-z_$][\w$]*`)
 )
 
 // commonJSExports finds exports.x = …, the top-level keys of
