@@ -159,16 +159,6 @@ func TestTransformationRefusals(t *testing.T) {
 	}
 }
 
-// userAgents are user agents of browsers, an app, a bot and a script.
-var userAgents = []string{
-	"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36",
-	"Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:121.0) Gecko/20100101 Firefox/121.0",
-	"Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.1 Mobile/15E148 Safari/604.1",
-	"Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/119.0.6045.163 Mobile Safari/537.36 EdgA/119.0.2151.78",
-	"Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
-	"curl/8.5.0",
-}
-
 // userAgentBundle bundles the user-agent fixture with its parser
 // (detect-browser from test/node, the npm registry's) as a user bundles
 // it for upload.
@@ -192,7 +182,7 @@ func TestPostHogUserAgentBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal("node is not installed: this test needs Node.js 20.20 or newer (apt-get install nodejs npm), then `npm ci --prefix test/node`")
 	}
-	uas, _ := json.Marshal(userAgents)
+	uas, _ := json.Marshal(pluginfixture.UserAgents)
 	cmd := exec.Command(node, "--input-type=module", "-e",
 		`import { detect } from 'detect-browser'; console.log(JSON.stringify(`+string(uas)+`.map((ua) => detect(ua))))`)
 	cmd.Dir = clientPackage(t, "node", "detect-browser")
@@ -201,7 +191,7 @@ func TestPostHogUserAgentBundle(t *testing.T) {
 		t.Fatalf("node: %v", err)
 	}
 	var answers []map[string]any
-	if err := json.Unmarshal(out, &answers); err != nil || len(answers) != len(userAgents) {
+	if err := json.Unmarshal(out, &answers); err != nil || len(answers) != len(pluginfixture.UserAgents) {
 		t.Fatalf("node answered %s (%v)", out, err)
 	}
 
@@ -209,7 +199,7 @@ func TestPostHogUserAgentBundle(t *testing.T) {
 	e.runIngester(e.store, "ingester")
 	e.installFile("", "index.js", bundle, 1, `{"overrideUserAgentDetails":"true"}`)
 	var events, want []string
-	for i, ua := range userAgents {
+	for i, ua := range pluginfixture.UserAgents {
 		props := map[string]any{"$useragent": ua}
 		in, _ := json.Marshal(props)
 		events = append(events, fmt.Sprintf(`{"event":"$pageview","distinct_id":"u%d","properties":%s}`, i, in))

@@ -159,6 +159,9 @@ func newInstance(prog *goja.Program, config map[string]any, limits Limits, dog *
 	// seeded by the event's uuid, so a replay computes the same values.
 	vm.SetTimeSource(func() time.Time { return in.eventTime() })
 	vm.SetRandSource(in.randSource)
+	if config == nil {
+		config = map[string]any{} // meta.config is always an object, as PostHog's
+	}
 	cfg, err := json.Marshal(config)
 	if err != nil {
 		return nil, err

@@ -130,6 +130,12 @@ type slot struct {
 	mu      sync.Mutex
 	version string
 	inst    *instance // nil: to be built
+	// failed is why the version could not be built (code that does not
+	// compile, a setupPlugin that throws): each event of the version
+	// fails with it at once instead of building again. A build stopped
+	// by its time or memory limit is not kept: that is a fact of the
+	// moment, not of the code.
+	failed error
 }
 
 // Runtime runs chains of transformations. Safe for concurrent use.
@@ -145,6 +151,7 @@ type Runtime struct {
 	dog     *watchdog // bounds every call of every instance
 	events  *prometheus.CounterVec
 	seconds *prometheus.CounterVec
+	builds  *prometheus.CounterVec
 }
 
 // New returns a runtime; reg may be nil.
@@ -156,9 +163,11 @@ func New(limits Limits, log *slog.Logger, reg prometheus.Registerer) *Runtime {
 			Help: "Events through a plugin config's processEvent, by outcome (ok, dropped, failed)."}, []string{"plugin_config_id", "outcome"}),
 		seconds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transformation_seconds_total",
 			Help: "Time spent in a plugin config's processEvent."}, []string{"plugin_config_id"}),
+		builds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transformation_runtime_builds_total",
+			Help: "Runtimes built for a plugin config (its code run and setupPlugin called): at its first event, after a change, after a call stopped by a limit; failed ones too."}, []string{"plugin_config_id"}),
 	}
 	if reg != nil {
-		reg.MustRegister(r.events, r.seconds)
+		reg.MustRegister(r.events, r.seconds, r.builds)
 	}
 	return r
 }
@@ -216,6 +225,7 @@ func (r *Runtime) Forget(configID uint64) {
 	delete(r.stats, configID)
 	id := strconv.FormatUint(configID, 10)
 	r.seconds.DeleteLabelValues(id)
+	r.builds.DeleteLabelValues(id)
 	for _, o := range []string{OutcomeOK, OutcomeDropped, OutcomeFailed} {
 		r.events.DeleteLabelValues(id, o)
 	}
@@ -311,11 +321,19 @@ func (r *Runtime) callSlot(sl *slot, s Step, ev Event, timeout time.Duration) (*
 	defer sl.mu.Unlock()
 	v := s.version()
 	if sl.inst == nil || sl.version != v {
+		if sl.failed != nil && sl.version == v {
+			return nil, sl.failed
+		}
+		r.builds.WithLabelValues(strconv.FormatUint(s.ConfigID, 10)).Inc()
 		inst, err := r.build(s)
 		if err != nil {
+			sl.inst, sl.version, sl.failed = nil, v, nil
+			if !errors.Is(err, ErrTimeout) && !errors.Is(err, ErrMemory) {
+				sl.failed = err
+			}
 			return nil, err
 		}
-		sl.inst, sl.version = inst, v
+		sl.inst, sl.version, sl.failed = inst, v, nil
 	}
 	out, err := sl.inst.call(ev, timeout)
 	if errors.Is(err, ErrTimeout) || errors.Is(err, ErrMemory) {
