@@ -74,18 +74,24 @@ func (s *session) g9(ctx context.Context) error {
 	}
 	res := &G9Result{}
 	s.res.Project.G9 = res
-	cases := []struct{ name, src string }{{"none", ""}, {"trivial", g9Trivial}, {"drop-half", g9DropHalf}}
+	type g9Plugin struct {
+		name, src string
+		config    map[string]any
+	}
+	cases := []g9Plugin{{name: "none"}, {name: "trivial", src: g9Trivial}, {name: "drop-half", src: g9DropHalf}}
 	// The bundle needs test/node's packages (make test-clients).
 	if ua, err := pluginfixture.Bundle(".", "user-agent.ts", filepath.Join("test", "node", "node_modules")); err != nil {
 		res.UserAgentErr = err.Error() + " (run `make test-clients`)"
 	} else {
 		res.UserAgentBytes = len(ua)
-		cases = append(cases, struct{ name, src string }{"user-agent", ua})
+		// Override: the events carry a $browser, which the plugin
+		// otherwise leaves alone; every event is parsed.
+		cases = append(cases, g9Plugin{name: "user-agent", src: ua, config: map[string]any{"overrideUserAgentDetails": "true"}})
 	}
 	for i, c := range cases {
 		project := s.project + 900 + uint64(i)
 		if c.src != "" {
-			if err := pub.PublishChain(ctx, project, []plugin.Link{{ConfigID: uint64(900 + i), PluginID: 900, Filename: "index.js", Source: c.src}}); err != nil {
+			if err := pub.PublishChain(ctx, project, []plugin.Link{{ConfigID: uint64(900 + i), PluginID: 900, Filename: "index.js", Source: c.src, Config: c.config}}); err != nil {
 				return err
 			}
 		}
