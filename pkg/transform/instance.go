@@ -12,6 +12,7 @@ import (
 
 	"github.com/dop251/goja"
 
+	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/plugin/code"
 )
 
@@ -150,7 +151,7 @@ func (in *instance) eventAtATime(v goja.Value) (goja.Callable, bool) {
 // newInstance runs the program in a fresh runtime, builds meta from the
 // config (secrets included: the plugin needs them; they are never logged)
 // and runs setupPlugin(meta) when exported, all under the time limit.
-func newInstance(prog *goja.Program, config map[string]any, limits Limits, dog *watchdog) (*instance, error) {
+func newInstance(prog *goja.Program, config map[string]any, atts map[string]plugin.AttachmentFile, limits Limits, dog *watchdog) (*instance, error) {
 	in := &instance{vm: goja.New(), limits: limits, dog: dog}
 	in.seed("")
 	vm := in.vm
@@ -212,6 +213,7 @@ func newInstance(prog *goja.Program, config map[string]any, limits Limits, dog *
 	}
 	_ = meta.Set("config", parsed)
 	_ = meta.Set("global", vm.NewObject())
+	_ = meta.Set("attachments", in.attachments(atts))
 	in.meta = meta
 	if setup, ok := goja.AssertFunction(obj.Get("setupPlugin")); ok {
 		if err := in.bounded(func() error { return settle(setup(goja.Undefined(), meta)) }); err != nil {

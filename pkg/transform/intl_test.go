@@ -118,7 +118,7 @@ func newTestInstance(t *testing.T) *instance {
 		t.Fatal(err)
 	}
 	dog := newWatchdog(time.Millisecond)
-	in, err := newInstance(prog, map[string]any{}, Limits{}.withDefaults(), dog)
+	in, err := newInstance(prog, map[string]any{}, nil, Limits{}.withDefaults(), dog)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/personhub/personhub/pkg/plugin"
 )
 
 // Step is one enabled plugin config of a project's chain: its code and
@@ -28,6 +31,8 @@ type Step struct {
 	Filename string         // the entry file's name (index.ts, index.js, ...)
 	Source   string         // the entry file
 	Config   map[string]any // secrets included; never logged
+	// Attachments are meta.attachments, by key (contents included).
+	Attachments map[string]plugin.AttachmentFile
 	// hash is version(), when known (a resolved Ref): computing it hashes
 	// the source and encodes the config, per event otherwise.
 	hash string
@@ -43,6 +48,15 @@ func (s Step) version() string {
 	cfg, _ := json.Marshal(s.Config) // map keys are sorted: stable
 	for _, part := range [][]byte{[]byte(s.Filename), {0}, []byte(s.Source), {0}, cfg} {
 		h.Write(part)
+	}
+	// Only a step with attachments hashes them: versions stored before
+	// attachments keep their names.
+	for _, k := range slices.Sorted(maps.Keys(s.Attachments)) {
+		a := s.Attachments[k]
+		for _, part := range []string{k, a.ContentType, a.FileName, a.SHA256} {
+			h.Write([]byte{0})
+			h.Write([]byte(part))
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -363,7 +377,7 @@ func (r *Runtime) build(s Step) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newInstance(prog, s.Config, r.limits, r.dog)
+	return newInstance(prog, s.Config, s.Attachments, r.limits, r.dog)
 }
 
 // Stats returns a config's counts (zero when it never ran here).
