@@ -99,6 +99,12 @@ func TestPostHogTransformations(t *testing.T) {
 		plugin: "route-censor.js", config: `{"routes":"/users/:id, /orders/:order/items/:item"}`,
 		events: []string{ev("$pageview", "u1", `{"$current_url":"https://shop.io/orders/991/items/7?x=1","$pathname":"/users/42","$referrer":"https://shop.io/about"}`)},
 		want:   []string{`$pageview u1 {"$current_url":"https://shop.io/orders/:order/items/:item?x=1","$pathname":"/users/:id","$referrer":"https://shop.io/about"}`},
+	}, {
+		plugin: "timestamp-parser.js", config: `{}`,
+		events: []string{`{"event":"e","distinct_id":"u1","timestamp":"2021-01-27T10:30:00Z","properties":{}}`,
+			`{"event":"e","distinct_id":"u1","timestamp":"2024-02-29T23:59:00+02:00","properties":{}}`},
+		want: []string{`e u1 {"day":"27","day_of_the_week":"Wednesday","hour":"10","minute":"30","month":"01","year":"2021"}`,
+			`e u1 {"day":"29","day_of_the_week":"Thursday","hour":"21","minute":"59","month":"02","year":"2024"}`},
 	}} {
 		t.Run(c.plugin, func(t *testing.T) {
 			src, err := pluginfixture.Source(filepath.Join("..", ".."), c.plugin)
