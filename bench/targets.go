@@ -84,7 +84,7 @@ func goals(r *Result, o options, p plan) []Goal {
 		if r.Project.G9Err != "" {
 			g = notMeasured("G9", "ingest with one trivial transformation vs none", ">= 0.60x; dropped < stored", "failed: "+r.Project.G9Err)
 		}
-		out = append(out, g)
+		out = append(out, g, g9UserAgentGoal(r.Project.G9))
 	}
 	if pr.RSSAt1MBytes > 0 {
 		out = append(out, goal("G8", fmt.Sprintf("ingester RSS at %s (max cached %d)", persons, pr.CachedPersonsMax),

@@ -2,18 +2,24 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/personhub/personhub/pkg/plugin"
+	"github.com/personhub/personhub/pkg/testenv/pluginfixture"
 	"github.com/personhub/personhub/pkg/transform"
 )
 
-// The transformations phase: the same events ingested end to end three times, each
+// The transformations phase: the same events ingested end to end four times, each
 // into its own project: without a chain, with one trivial enabled
-// transformation (adds a property), and with one that drops half the
-// events. Each case is a backlog the ingester child (which runs the
+// transformation (adds a property), with one that drops half the
+// events, and with the user-agent plugin (PostHog's User Agent
+// Populator's shape, uploaded as users upload it: one esbuild bundle with
+// its parser, detect-browser from the npm registry; every event carries a
+// $useragent, in all four cases alike). Each case is a backlog the ingester child (which runs the
 // transformation hook, as cmd/ingester does) folds from a fresh start, so
 // the three rates and CPU costs are of the same work on the same machine
 // in one run.
@@ -36,6 +42,10 @@ type G9Result struct {
 	// less its stored half at StoredUS.
 	StoredUS  float64 `json:"stored_event_cpu_us"`
 	DroppedUS float64 `json:"dropped_event_cpu_us"`
+	// UserAgentBytes is the user-agent bundle's size; UserAgentErr why
+	// that case was not run (the bundle could not be built).
+	UserAgentBytes int    `json:"user_agent_bundle_bytes,omitempty"`
+	UserAgentErr   string `json:"user_agent_error,omitempty"`
 }
 
 const (
@@ -55,16 +65,33 @@ func (s *session) g9(ctx context.Context) error {
 			events = append(events, e)
 		}
 	}
+	for i := range events {
+		events[i].Props = withUserAgent(events[i].Props, pluginfixture.UserAgents[i%len(pluginfixture.UserAgents)])
+	}
 	pub, err := transform.NewPublisher(ctx, s.n.js)
 	if err != nil {
 		return err
 	}
 	res := &G9Result{}
 	s.res.Project.G9 = res
-	for i, c := range []struct{ name, src string }{{"none", ""}, {"trivial", g9Trivial}, {"drop-half", g9DropHalf}} {
+	type g9Plugin struct {
+		name, src string
+		config    map[string]any
+	}
+	cases := []g9Plugin{{name: "none"}, {name: "trivial", src: g9Trivial}, {name: "drop-half", src: g9DropHalf}}
+	// The bundle needs test/node's packages (make test-clients).
+	if ua, err := pluginfixture.Bundle(".", "user-agent.ts", filepath.Join("test", "node", "node_modules")); err != nil {
+		res.UserAgentErr = err.Error() + " (run `make test-clients`)"
+	} else {
+		res.UserAgentBytes = len(ua)
+		// Override: the events carry a $browser, which the plugin
+		// otherwise leaves alone; every event is parsed.
+		cases = append(cases, g9Plugin{name: "user-agent", src: ua, config: map[string]any{"overrideUserAgentDetails": "true"}})
+	}
+	for i, c := range cases {
 		project := s.project + 900 + uint64(i)
 		if c.src != "" {
-			if err := pub.PublishChain(ctx, project, []plugin.Link{{ConfigID: uint64(900 + i), PluginID: 900, Filename: "index.js", Source: c.src}}); err != nil {
+			if err := pub.PublishChain(ctx, project, []plugin.Link{{ConfigID: uint64(900 + i), PluginID: 900, Filename: "index.js", Source: c.src, Config: c.config}}); err != nil {
 				return err
 			}
 		}
@@ -123,6 +150,34 @@ func (s *session) g9Case(ctx context.Context, name string, project uint64, event
 		return c, fmt.Errorf("no event of project %d stored", project)
 	}
 	return c, nil
+}
+
+// withUserAgent adds "$useragent": ua to a properties object's text.
+func withUserAgent(props, ua string) string {
+	b, _ := json.Marshal(ua)
+	kv := `"$useragent":` + string(b)
+	if strings.TrimSpace(props) == "{}" || props == "" {
+		return "{" + kv + "}"
+	}
+	return "{" + kv + "," + strings.TrimPrefix(strings.TrimSpace(props), "{")
+}
+
+// g9UserAgentGoal records the user-agent plugin's rate against the case
+// without a chain: a real plugin's cost, with no target of its own.
+func g9UserAgentGoal(r *G9Result) Goal {
+	const what, target = "ingest with the user-agent plugin (an esbuild bundle with detect-browser) vs none", "recorded"
+	switch {
+	case r == nil:
+		return notMeasured("G9", what, target, "not measured")
+	case r.UserAgentErr != "":
+		return notMeasured("G9", what, target, "not run: "+r.UserAgentErr)
+	case len(r.Cases) < 4 || r.Cases[0].PerSecond == 0:
+		return notMeasured("G9", what, target, "not measured")
+	}
+	ua, none := r.Cases[3], r.Cases[0]
+	x := ratio(ua.PerSecond, none.PerSecond)
+	return goal("G9", what, target, fmt.Sprintf("%.2fx (%.0f vs %.0f ev/s; ingester CPU %.1f vs %.1f us/event; bundle %d KiB)",
+		x, ua.PerSecond, none.PerSecond, ua.IngesterCPUPerUS, none.IngesterCPUPerUS, r.UserAgentBytes>>10), x, true)
 }
 
 // g9Goal is the transformations' line: the trivial case's rate against the case without

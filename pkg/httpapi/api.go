@@ -305,9 +305,9 @@ func (a *API) routes() []route {
 		add("POST", pt+"{id}/upgrade/", pw, pluginBody, a.upgradePlugin)
 		pc := "/api/projects/{project_id}/plugin_configs/"
 		add("GET", pc, pr, 0, a.listPluginConfigs)
-		add("POST", pc, pw, configBody, a.createPluginConfig)
+		add("POST", pc, pw, configFormBody, a.createPluginConfig)
 		add("GET", pc+"{id}/", pr, 0, a.getPluginConfig)
-		add("PATCH", pc+"{id}/", pw, configBody, a.patchPluginConfig)
+		add("PATCH", pc+"{id}/", pw, configFormBody, a.patchPluginConfig)
 		add("DELETE", pc+"{id}/", pw, configBody, a.deletePluginConfig)
 		add("POST", pc+"{id}/test/", pw, configBody, a.testPluginConfig)
 	}

@@ -15,11 +15,14 @@ import (
 // Request body limits, one per route family (docs/api.md, "Request
 // bodies"); capture's is capture.Config.MaxRequestBytes.
 const (
-	personBody   = 1 << 20   // person writes
-	pluginBody   = 1 << 20   // pipeline transformations
-	sourceBody   = 8 << 20   // update_source: JSON-escaped files, each checked once decoded
-	configBody   = 512 << 10 // plugin configs
-	analysisBody = 1 << 20   // the filters of POST actor routes (path, funnel)
+	personBody = 1 << 20   // person writes
+	pluginBody = 1 << 20   // pipeline transformations
+	sourceBody = 8 << 20   // update_source: JSON-escaped files, each checked once decoded
+	configBody = 512 << 10 // plugin configs (JSON)
+	// configFormBody: a plugin config create or PATCH as multipart, with
+	// attachments (plugin.MaxConfigAttachmentBytes) and room for the form.
+	configFormBody = 6 << 20
+	analysisBody   = 1 << 20 // the filters of POST actor routes (path, funnel)
 	// noBody is the limit of routes that take no body.
 	noBody = 64 << 10
 	// smallBody: a body of declared length up to this needs no slot: it
@@ -205,10 +208,24 @@ func bodyError(r *http.Request, err error) error {
 // readJSON reads a request body that is exactly one JSON value (nil for an
 // empty body): trailing data after the value is a 400, before anything is
 // changed.
-func readJSON(r *http.Request) ([]byte, error) {
-	raw, err := io.ReadAll(r.Body)
+func readJSON(r *http.Request) ([]byte, error) { return readJSONUpTo(r, -1) }
+
+// readJSONUpTo is readJSON with a limit below the route's (-1: none): a
+// longer body is the API's 413 with that limit.
+func readJSONUpTo(r *http.Request, limit int64) ([]byte, error) {
+	var src io.Reader = r.Body
+	if limit >= 0 {
+		if r.ContentLength > limit {
+			return nil, tooLarge(limit)
+		}
+		src = io.LimitReader(r.Body, limit+1)
+	}
+	raw, err := io.ReadAll(src)
 	if err != nil {
 		return nil, bodyError(r, err)
+	}
+	if limit >= 0 && int64(len(raw)) > limit {
+		return nil, tooLarge(limit)
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil

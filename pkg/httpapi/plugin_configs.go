@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"maps"
 	"net/http"
 
 	"github.com/personhub/personhub/pkg/plugin"
@@ -28,9 +29,14 @@ type pluginConfigJSON struct {
 
 func toPluginConfigJSON(c plugin.Config) pluginConfigJSON {
 	const ts = "2006-01-02T15:04:05.000000Z"
-	cfg := c.Config
+	cfg := maps.Clone(c.Config)
 	if cfg == nil {
 		cfg = map[string]any{}
+	}
+	// Attachments show among the values, as PostHog shows them (never
+	// their contents).
+	for k, att := range c.Attachments {
+		cfg[k] = att.Shown()
 	}
 	return pluginConfigJSON{ID: c.ID, Plugin: c.PluginID, Enabled: c.Enabled, Order: c.Order, Config: cfg,
 		TeamID: c.ProjectID, Name: c.Name, Description: c.Description, Deleted: c.Deleted,
@@ -108,11 +114,7 @@ func (a *API) createPluginConfig(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := readJSON(r)
-	if err != nil {
-		return err
-	}
-	in, err := plugin.DecodeConfigInput(body)
+	in, err := readConfigInput(r)
 	if err != nil {
 		return err
 	}
@@ -144,11 +146,7 @@ func (a *API) patchPluginConfig(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := readJSON(r)
-	if err != nil {
-		return err
-	}
-	in, err := plugin.DecodeConfigInput(body)
+	in, err := readConfigInput(r)
 	if err != nil {
 		return err
 	}
@@ -171,4 +169,22 @@ func (a *API) deletePluginConfig(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// readConfigInput reads a config create or PATCH body: JSON (at most
+// configBody bytes), or multipart/form-data with attachments (at most the
+// route's configFormBody).
+func readConfigInput(r *http.Request) (plugin.ConfigInput, error) {
+	if boundary, ok := plugin.FormBoundary(r.Header.Get("Content-Type")); ok {
+		in, err := plugin.DecodeConfigForm(r.Body, boundary)
+		if err != nil {
+			return in, bodyError(r, err)
+		}
+		return in, nil
+	}
+	body, err := readJSONUpTo(r, configBody)
+	if err != nil {
+		return plugin.ConfigInput{}, err
+	}
+	return plugin.DecodeConfigInput(body)
 }

@@ -82,13 +82,19 @@ func (e *transformEnv) call(status int, method, path, body string) map[string]an
 // project A at order; it returns the config's id and the plugin's.
 func (e *transformEnv) install(url, source string, order int, config string) (uint64, uint64) {
 	e.t.Helper()
+	return e.installFile(url, "index.ts", source, order, config)
+}
+
+// installFile is install with the entry file's name.
+func (e *transformEnv) installFile(url, filename, source string, order int, config string) (uint64, uint64) {
+	e.t.Helper()
 	org := "@current"
 	var p map[string]any
 	if url != "" {
 		p = e.call(201, "POST", "/api/organizations/"+org+"/pipeline_transformations/", fmt.Sprintf(`{"plugin_type":"custom","url":%q}`, url))
 	} else {
 		p = e.call(201, "POST", "/api/organizations/"+org+"/pipeline_transformations/", `{"plugin_type":"source","name":"mine"}`)
-		files, _ := json.Marshal(map[string]string{"index.ts": source})
+		files, _ := json.Marshal(map[string]string{filename: source})
 		e.call(200, "PATCH", fmt.Sprintf("/api/organizations/%s/pipeline_transformations/%v/update_source/", org, p["id"]), string(files))
 	}
 	c := e.call(201, "POST", fmt.Sprintf("/api/projects/%d/plugin_configs/", e.projectA.ID),

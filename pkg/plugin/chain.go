@@ -19,6 +19,8 @@ type Link struct {
 	Filename string
 	Source   string
 	Config   map[string]any
+	// Attachments are the config's files with their contents, by key.
+	Attachments map[string]AttachmentFile
 }
 
 // ChainPublisher puts a project's chain on the event log, where the
@@ -56,7 +58,11 @@ func (s *Service) chainOf(ctx context.Context, all []Config, plugins map[uint64]
 		if err != nil && !IsNotFound(err) {
 			return nil, err
 		}
-		l := Link{ConfigID: c.ID, PluginID: p.ID, Order: c.Order, Config: c.Config}
+		atts, err := s.st.attachmentFiles(ctx, c.Attachments)
+		if err != nil {
+			return nil, err
+		}
+		l := Link{ConfigID: c.ID, PluginID: p.ID, Order: c.Order, Config: c.Config, Attachments: atts}
 		if l.Filename = entryFile(b); l.Filename != "" {
 			l.Source = b[l.Filename].Source
 		}

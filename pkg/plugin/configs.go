@@ -96,8 +96,8 @@ func (s *Service) GetConfig(ctx context.Context, actor Actor, projectID, id uint
 }
 
 // mergeConfig applies a config change: a null removes the key, the mask
-// keeps the stored value (a client writing back what it read), anything
-// else is set.
+// and an attachment as reads show it keep the stored value (a client
+// writing back what it read), anything else is set.
 func mergeConfig(cur, change map[string]any) map[string]any {
 	out := map[string]any{}
 	for k, v := range cur {
@@ -107,7 +107,7 @@ func mergeConfig(cur, change map[string]any) map[string]any {
 		switch {
 		case v == nil:
 			delete(out, k)
-		case v == SecretMask:
+		case v == SecretMask, isShownAttachment(v):
 		default:
 			out[k] = v
 		}
@@ -130,6 +130,12 @@ func (s *Service) CreateConfig(ctx context.Context, actor Actor, projectID uint6
 	if in.Enabled.Value && p.runsNothing() {
 		return Config{}, nothingToRun(p)
 	}
+	if err := checkAttachmentKeys(p, &Config{}, in); err != nil {
+		return Config{}, err
+	}
+	if err := s.storeUploads(ctx, in); err != nil {
+		return Config{}, err
+	}
 	id, err := s.st.nextID(ctx, BucketConfigs)
 	if err != nil {
 		return Config{}, err
@@ -139,6 +145,9 @@ func (s *Service) CreateConfig(ctx context.Context, actor Actor, projectID uint6
 		Enabled: in.Enabled.Value, Order: in.Order.Value, Config: mergeConfig(nil, in.Config.Value),
 		Name: in.Name.Value, Description: in.Description.Value, CreatedAt: now, UpdatedAt: now}
 	c.recordSecrets(&p)
+	if err := applyAttachments(&c, in); err != nil {
+		return Config{}, err
+	}
 	rev, err := put(ctx, s.st.configs, idKey(id), c, 0)
 	if err != nil {
 		return Config{}, err
@@ -157,16 +166,25 @@ func (s *Service) CreateConfig(ctx context.Context, actor Actor, projectID uint6
 // latest revision; config keys merge, so concurrent changes of different
 // keys both survive).
 func (s *Service) PatchConfig(ctx context.Context, actor Actor, projectID, id uint64, in ConfigInput) (Config, error) {
-	_, p, err := s.configIn(ctx, actor, projectID, id)
+	cur, p, err := s.configIn(ctx, actor, projectID, id)
 	if err != nil {
 		return Config{}, err
 	}
 	if in.Plugin.Set {
 		return Config{}, invalid("plugin", "The plugin of a config cannot be changed.")
 	}
+	if err := checkAttachmentKeys(p, &cur, in); err != nil {
+		return Config{}, err
+	}
+	if err := s.storeUploads(ctx, in); err != nil {
+		return Config{}, err
+	}
 	before, after, rev, err := modify(ctx, s.st.configs, idKey(id), func(c *Config) error {
 		if c.Deleted {
 			return ErrNotFound
+		}
+		if err := applyAttachments(c, in); err != nil {
+			return err
 		}
 		if in.Enabled.Set {
 			if in.Enabled.Value && !c.Enabled && p.runsNothing() {
@@ -207,6 +225,7 @@ func (s *Service) PatchConfig(ctx context.Context, actor Actor, projectID, id ui
 	if jsonText(before.Config) != jsonText(after.Config) {
 		changes = append(changes, activity.Change{Type: ScopePluginConfig, Action: "changed", Field: "config", Before: mb.Config, After: ma.Config})
 	}
+	changes = append(changes, attachmentChanges(before.Attachments, after.Attachments)...)
 	if before.Order != after.Order {
 		changes = append(changes, activity.Change{Type: ScopePluginConfig, Action: "changed", Field: "order", Before: before.Order, After: after.Order})
 	}

@@ -235,6 +235,11 @@ type ConfigInput struct {
 	Config      Field[map[string]any] // on PATCH a null value removes the key
 	Name        Field[*string]
 	Description Field[*string]
+	// AddAttachments and RemoveAttachments come from a multipart body's
+	// add_attachment[KEY] files and remove_attachment[KEY] fields
+	// (DecodeConfigForm); a JSON body has none.
+	AddAttachments    []AttachmentUpload
+	RemoveAttachments []string
 }
 
 // DecodeConfigInput reads a plugin config create or PATCH body.

@@ -121,10 +121,14 @@ type Config struct {
 	Description    *string        `json:"description"`
 	// SecretKeys are the config keys that were secret when the config was
 	// written (see recordSecrets); they stay masked.
-	SecretKeys []string  `json:"secret_keys,omitempty"`
-	Deleted    bool      `json:"deleted"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	SecretKeys []string `json:"secret_keys,omitempty"`
+	// Attachments are the files uploaded for the config's attachment
+	// fields, by key (attachments.go); the API shows them among the
+	// config's values.
+	Attachments map[string]Attachment `json:"attachments,omitempty"`
+	Deleted     bool                  `json:"deleted"`
+	CreatedAt   time.Time             `json:"created_at"`
+	UpdatedAt   time.Time             `json:"updated_at"`
 }
 
 // SecretMask replaces a secret config value wherever configs are read.

@@ -147,18 +147,25 @@ func isNumber(v any) bool { _, ok := v.(float64); return ok }
 // be ill-formed, and every key it might mean as secret (a "secret" member
 // that is present and neither false nor null) counts.
 func secretsEver(raw json.RawMessage) []string {
+	var out []string
+	eachField(raw, func(key string, f map[string]any) {
+		if s, ok := f["secret"]; ok && s != nil && s != false {
+			out = append(out, key)
+		}
+	})
+	return union(out)
+}
+
+// eachField calls fn with every keyed field of a schema read leniently
+// (list or dict; what is not an object with a key is skipped).
+func eachField(raw json.RawMessage, fn func(key string, f map[string]any)) {
 	var v any
 	if json.Unmarshal(raw, &v) != nil {
-		return nil
+		return
 	}
-	var out []string
 	mark := func(key string, f any) {
-		m, ok := f.(map[string]any)
-		if !ok || key == "" {
-			return
-		}
-		if s, ok := m["secret"]; ok && s != nil && s != false {
-			out = append(out, key)
+		if m, ok := f.(map[string]any); ok && key != "" {
+			fn(key, m)
 		}
 	}
 	switch s := v.(type) {
@@ -174,7 +181,6 @@ func secretsEver(raw json.RawMessage) []string {
 			mark(key, f)
 		}
 	}
-	return union(out)
 }
 
 // union returns the sorted, distinct keys of the lists.

@@ -93,11 +93,14 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Options, orgs Organiz
 			s.log.Error("transformation chains not all published at start", "err", err)
 		}
 	}()
-	go func() { // remove source files a stopped process left behind
+	go func() { // remove source files and attachments a stopped process left behind
 		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if n, err := s.SweepSources(sctx, sourceGrace); err != nil || n > 0 {
 			s.log.Info("swept unused plugin source files", "deleted", n, "err", err)
+		}
+		if n, err := s.SweepAttachments(sctx, attachmentGrace); err != nil || n > 0 {
+			s.log.Info("swept unused plugin config attachments", "deleted", n, "err", err)
 		}
 	}()
 	s.log.Info("plugins ready", "repository", s.src.String(), "local_dir", cfg.LocalDir, "global_organizations", len(s.global))

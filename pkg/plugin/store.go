@@ -39,6 +39,7 @@ type store struct {
 	plugins, configs, urls, seqs jetstream.KeyValue
 	metrics                      jetstream.KeyValue // BucketConfigMetrics, written by the ingester
 	sources                      jetstream.ObjectStore
+	attachments                  jetstream.ObjectStore // ObjectAttachments
 }
 
 func openStore(ctx context.Context, js jetstream.JetStream) (*store, error) {
@@ -65,6 +66,9 @@ func openStore(ctx context.Context, js jetstream.JetStream) (*store, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("plugin: open object store %s: %w", ObjectSources, err)
+	}
+	if s.attachments, err = openAttachments(ctx, js); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -344,7 +348,13 @@ func (s *Service) SweepSources(ctx context.Context, olderThan time.Duration) (in
 	for _, p := range plugins {
 		live[p.Sources] = true
 	}
-	objs, err := s.st.sources.List(ctx)
+	return sweep(ctx, s.st.sources, live, olderThan)
+}
+
+// sweep deletes the objects of obj that live does not name and that are
+// older than olderThan, and returns how many it deleted.
+func sweep(ctx context.Context, obj jetstream.ObjectStore, live map[string]bool, olderThan time.Duration) (int, error) {
+	objs, err := obj.List(ctx)
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {
 		return 0, nil
 	}
@@ -356,7 +366,7 @@ func (s *Service) SweepSources(ctx context.Context, olderThan time.Duration) (in
 		if live[o.Name] || o.Deleted || time.Since(o.ModTime) < olderThan {
 			continue
 		}
-		if err := s.st.deleteBundle(ctx, o.Name); err != nil {
+		if err := obj.Delete(ctx, o.Name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 			return n, err
 		}
 		n++

@@ -99,7 +99,7 @@ func Resolve(ctx context.Context, vs *Versions, refs []Ref) ([]Step, error) {
 		if err != nil {
 			return nil, err
 		}
-		steps = append(steps, Step{ConfigID: r.ConfigID, PluginID: r.PluginID, Order: r.Order, Filename: v.Filename, Source: v.Source, Config: v.Config, hash: r.Version})
+		steps = append(steps, Step{ConfigID: r.ConfigID, PluginID: r.PluginID, Order: r.Order, Filename: v.Filename, Source: v.Source, Config: v.Config, Attachments: v.Attachments, hash: r.Version})
 	}
 	return steps, nil
 }
@@ -108,7 +108,7 @@ func Resolve(ctx context.Context, vs *Versions, refs []Ref) ([]Step, error) {
 func Steps(links []plugin.Link) []Step {
 	steps := make([]Step, len(links))
 	for i, l := range links {
-		steps[i] = Step{ConfigID: l.ConfigID, PluginID: l.PluginID, Order: l.Order, Filename: l.Filename, Source: l.Source, Config: l.Config}
+		steps[i] = Step{ConfigID: l.ConfigID, PluginID: l.PluginID, Order: l.Order, Filename: l.Filename, Source: l.Source, Config: l.Config, Attachments: l.Attachments}
 	}
 	return steps
 }

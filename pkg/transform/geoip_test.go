@@ -173,7 +173,7 @@ func TestGeoIPValueOwnKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := newInstance(prog, nil, Limits{}.withDefaults(), newWatchdog(time.Millisecond), nil)
+	in, err := newInstance(prog, nil, nil, Limits{}.withDefaults(), newWatchdog(time.Millisecond), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,6 +77,9 @@ func (in *instance) enableGlobals() error {
 	if err != nil {
 		return err
 	}
+	if err := in.enableIntl(); err != nil {
+		return err
+	}
 	_, err = vm.RunString(fmt.Sprintf(bufferGuard, in.limits.MaxAllocBytes))
 	return err
 }

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // runOne runs src (a plugin's index.js) on one event and returns the
@@ -155,5 +157,33 @@ func TestBufferIsBounded(t *testing.T) {
 }`, sample("x"))
 	if props["r"] != "RangeError;RangeError;RangeError;" || fmt.Sprint(props["small"]) != "16" {
 		t.Fatalf("got %v", props)
+	}
+}
+
+// TestFailedSetupIsNotRebuiltPerEvent: a config whose setupPlugin throws
+// fails each event at once with that error; its runtime is built once
+// per version, not once per event (a bundle's top level and setup ran for
+// every event before). meta.config is an object even for a config of
+// none.
+func TestFailedSetupIsNotRebuiltPerEvent(t *testing.T) {
+	r, _ := newRuntime(t, Limits{})
+	steps := []Step{{ConfigID: 5, PluginID: 1, Filename: "index.js", Source: `exports.setupPlugin = ({ config }) => { if (!config.ok) throw new Error('no ok') }
+exports.processEvent = (e) => e`}}
+	for range 20 {
+		res := r.Run(context.Background(), steps, sample("x"))
+		if res.Steps[0].Outcome != OutcomeFailed || !strings.Contains(res.Steps[0].Error, "no ok") {
+			t.Fatalf("step %+v", res.Steps[0])
+		}
+	}
+	builds := func() float64 { return testutil.ToFloat64(r.builds.WithLabelValues("5")) }
+	if n := builds(); n != 1 {
+		t.Fatalf("%v builds for 20 events of one failing version, want 1", n)
+	}
+	steps[0].Config = map[string]any{"ok": true} // a new version builds again
+	if res := r.Run(context.Background(), steps, sample("x")); res.Steps[0].Outcome != OutcomeOK {
+		t.Fatalf("step %+v", res.Steps[0])
+	}
+	if n := builds(); n != 2 {
+		t.Fatalf("%v builds, want 2", n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/dop251/goja"
 
 	"github.com/personhub/personhub/pkg/geoip"
+	"github.com/personhub/personhub/pkg/plugin"
 	"github.com/personhub/personhub/pkg/plugin/code"
 )
 
@@ -149,10 +150,10 @@ func (in *instance) eventAtATime(v goja.Value) (goja.Callable, bool) {
 }
 
 // newInstance runs the program in a fresh runtime, builds meta from the
-// config (secrets included: the plugin needs them; they are never logged)
-// and the geoip database (nil: none), and runs setupPlugin(meta) when
-// exported, all under the time limit.
-func newInstance(prog *goja.Program, config map[string]any, limits Limits, dog *watchdog, geo *geoip.DB) (*instance, error) {
+// config (secrets included: the plugin needs them; they are never logged),
+// its attachments and the geoip database (nil: none), and runs
+// setupPlugin(meta) when exported, all under the time limit.
+func newInstance(prog *goja.Program, config map[string]any, atts map[string]plugin.AttachmentFile, limits Limits, dog *watchdog, geo *geoip.DB) (*instance, error) {
 	in := &instance{vm: goja.New(), limits: limits, dog: dog}
 	in.seed("")
 	vm := in.vm
@@ -161,6 +162,9 @@ func newInstance(prog *goja.Program, config map[string]any, limits Limits, dog *
 	// seeded by the event's uuid, so a replay computes the same values.
 	vm.SetTimeSource(func() time.Time { return in.eventTime() })
 	vm.SetRandSource(in.randSource)
+	if config == nil {
+		config = map[string]any{} // meta.config is always an object, as PostHog's
+	}
 	cfg, err := json.Marshal(config)
 	if err != nil {
 		return nil, err
@@ -211,6 +215,7 @@ func newInstance(prog *goja.Program, config map[string]any, limits Limits, dog *
 	}
 	_ = meta.Set("config", parsed)
 	_ = meta.Set("global", vm.NewObject())
+	_ = meta.Set("attachments", in.attachments(atts))
 	_ = meta.Set("geoip", in.geoipMeta(geo))
 	in.meta = meta
 	if setup, ok := goja.AssertFunction(obj.Get("setupPlugin")); ok {

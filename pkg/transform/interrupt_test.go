@@ -17,7 +17,7 @@ func TestLateInterruptDoesNotLeak(t *testing.T) {
 		t.Fatal(err)
 	}
 	const limit = 200 * time.Microsecond
-	in, err := newInstance(prog, nil, Limits{Timeout: time.Second}.withDefaults(), newWatchdog(time.Millisecond), nil)
+	in, err := newInstance(prog, nil, nil, Limits{Timeout: time.Second}.withDefaults(), newWatchdog(time.Millisecond), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestWatchdog(t *testing.T) {
 	}
 	dog := newWatchdog(200 * time.Millisecond)
 	dog.idle = time.Second
-	in, err := newInstance(prog, nil, Limits{Timeout: 10 * time.Millisecond, HeapSample: 200 * time.Millisecond}.withDefaults(), dog, nil)
+	in, err := newInstance(prog, nil, nil, Limits{Timeout: 10 * time.Millisecond, HeapSample: 200 * time.Millisecond}.withDefaults(), dog, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func bridge(t testing.TB) *instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := newInstance(prog, nil, Limits{}.withDefaults(), newWatchdog(time.Millisecond), nil)
+	in, err := newInstance(prog, nil, nil, Limits{}.withDefaults(), newWatchdog(time.Millisecond), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

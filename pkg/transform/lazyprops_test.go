@@ -101,7 +101,7 @@ func lazyRunSet(t *testing.T, snippet, text string, set map[string]any, lazy boo
 	}
 	// A generous limit: the machine is shared, and a timeout here says
 	// nothing about laziness.
-	in, err := newInstance(prog, nil, Limits{Timeout: 10 * time.Second}.withDefaults(), newWatchdog(time.Millisecond), nil)
+	in, err := newInstance(prog, nil, nil, Limits{Timeout: 10 * time.Second}.withDefaults(), newWatchdog(time.Millisecond), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

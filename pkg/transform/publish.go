@@ -56,7 +56,7 @@ func NewPublisher(ctx context.Context, js jetstream.JetStream) (*Publisher, erro
 func (p *Publisher) PublishChain(ctx context.Context, projectID uint64, chain []plugin.Link) error {
 	refs := make([]Ref, 0, len(chain))
 	for _, l := range chain {
-		h, err := p.versions.Put(ctx, Version{Filename: l.Filename, Source: l.Source, Config: l.Config})
+		h, err := p.versions.Put(ctx, Version{Filename: l.Filename, Source: l.Source, Config: l.Config, Attachments: l.Attachments})
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/personhub/personhub/pkg/geoip"
+	"github.com/personhub/personhub/pkg/plugin"
 )
 
 // Step is one enabled plugin config of a project's chain: its code and
@@ -30,6 +32,8 @@ type Step struct {
 	Filename string         // the entry file's name (index.ts, index.js, ...)
 	Source   string         // the entry file
 	Config   map[string]any // secrets included; never logged
+	// Attachments are meta.attachments, by key (contents included).
+	Attachments map[string]plugin.AttachmentFile
 	// hash is version(), when known (a resolved Ref): computing it hashes
 	// the source and encodes the config, per event otherwise.
 	hash string
@@ -45,6 +49,15 @@ func (s Step) version() string {
 	cfg, _ := json.Marshal(s.Config) // map keys are sorted: stable
 	for _, part := range [][]byte{[]byte(s.Filename), {0}, []byte(s.Source), {0}, cfg} {
 		h.Write(part)
+	}
+	// Only a step with attachments hashes them: versions stored before
+	// attachments keep their names.
+	for _, k := range slices.Sorted(maps.Keys(s.Attachments)) {
+		a := s.Attachments[k]
+		for _, part := range []string{k, a.ContentType, a.FileName, a.SHA256} {
+			h.Write([]byte{0})
+			h.Write([]byte(part))
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -132,6 +145,12 @@ type slot struct {
 	mu      sync.Mutex
 	version string
 	inst    *instance // nil: to be built
+	// failed is why the version could not be built (code that does not
+	// compile, a setupPlugin that throws): each event of the version
+	// fails with it at once instead of building again. A build stopped
+	// by its time or memory limit is not kept: that is a fact of the
+	// moment, not of the code.
+	failed error
 }
 
 // Runtime runs chains of transformations. Safe for concurrent use.
@@ -148,6 +167,7 @@ type Runtime struct {
 	geo     *geoip.DB // meta.geoip's database; nil: locate answers null
 	events  *prometheus.CounterVec
 	seconds *prometheus.CounterVec
+	builds  *prometheus.CounterVec
 }
 
 // Option sets up a Runtime beyond its limits.
@@ -167,9 +187,11 @@ func New(limits Limits, log *slog.Logger, reg prometheus.Registerer, opts ...Opt
 			Help: "Events through a plugin config's processEvent, by outcome (ok, dropped, failed)."}, []string{"plugin_config_id", "outcome"}),
 		seconds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transformation_seconds_total",
 			Help: "Time spent in a plugin config's processEvent."}, []string{"plugin_config_id"}),
+		builds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transformation_runtime_builds_total",
+			Help: "Runtimes built for a plugin config (its code run and setupPlugin called): at its first event, after a change, after a call stopped by a limit; failed ones too."}, []string{"plugin_config_id"}),
 	}
 	if reg != nil {
-		reg.MustRegister(r.events, r.seconds)
+		reg.MustRegister(r.events, r.seconds, r.builds)
 	}
 	for _, o := range opts {
 		o(r)
@@ -230,6 +252,7 @@ func (r *Runtime) Forget(configID uint64) {
 	delete(r.stats, configID)
 	id := strconv.FormatUint(configID, 10)
 	r.seconds.DeleteLabelValues(id)
+	r.builds.DeleteLabelValues(id)
 	for _, o := range []string{OutcomeOK, OutcomeDropped, OutcomeFailed} {
 		r.events.DeleteLabelValues(id, o)
 	}
@@ -325,11 +348,19 @@ func (r *Runtime) callSlot(sl *slot, s Step, ev Event, timeout time.Duration) (*
 	defer sl.mu.Unlock()
 	v := s.version()
 	if sl.inst == nil || sl.version != v {
+		if sl.failed != nil && sl.version == v {
+			return nil, sl.failed
+		}
+		r.builds.WithLabelValues(strconv.FormatUint(s.ConfigID, 10)).Inc()
 		inst, err := r.build(s)
 		if err != nil {
+			sl.inst, sl.version, sl.failed = nil, v, nil
+			if !errors.Is(err, ErrTimeout) && !errors.Is(err, ErrMemory) {
+				sl.failed = err
+			}
 			return nil, err
 		}
-		sl.inst, sl.version = inst, v
+		sl.inst, sl.version, sl.failed = inst, v, nil
 	}
 	out, err := sl.inst.call(ev, timeout)
 	if errors.Is(err, ErrTimeout) || errors.Is(err, ErrMemory) {
@@ -359,7 +390,7 @@ func (r *Runtime) build(s Step) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newInstance(prog, s.Config, r.limits, r.dog, r.geo)
+	return newInstance(prog, s.Config, s.Attachments, r.limits, r.dog, r.geo)
 }
 
 // Stats returns a config's counts (zero when it never ran here).

@@ -93,17 +93,25 @@ func Exports(filename, src string) ([]string, error) {
 var (
 	cjsAssignRe = regexp.MustCompile(`(?m)(?:^|[^.\w$])(?:module\.)?exports\.([A-Za-z_$][\w$]*)\s*=`)
 	cjsObjectRe = regexp.MustCompile(`module\.exports\s*=\s*\{`)
-	identRe     = regexp.MustCompile(`^[A-Za-z_$][\w$]*`)
+	// esbuild's CommonJS output (a bundle: esbuild --bundle
+	// --format=cjs) names the exports in __export(target, { name: () => …
+	// }) and assigns module.exports = __toCommonJS(target).
+	cjsEsbuildRe = regexp.MustCompile(`(?:^|[^\w$])__export\(\s*[A-Za-z_$][\w$]*\s*,\s*\{`)
+	identRe      = regexp.MustCompile(`^[A-Za-z_$][\w$]*`)
 )
 
-// commonJSExports finds exports.x = … and the top-level keys of
-// module.exports = { … } (shorthand, key: value, and method forms).
+// commonJSExports finds exports.x = …, the top-level keys of
+// module.exports = { … } (shorthand, key: value, and method forms), and
+// those of esbuild's __export(target, { … }).
 func commonJSExports(src string) []string {
 	var names []string
 	for _, m := range cjsAssignRe.FindAllStringSubmatch(src, -1) {
 		names = append(names, m[1])
 	}
 	for _, loc := range cjsObjectRe.FindAllStringIndex(src, -1) {
+		names = append(names, objectKeys(src[loc[1]:])...)
+	}
+	for _, loc := range cjsEsbuildRe.FindAllStringIndex(src, -1) {
 		names = append(names, objectKeys(src[loc[1]:])...)
 	}
 	return names

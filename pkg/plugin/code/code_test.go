@@ -23,6 +23,10 @@ func TestExports(t *testing.T) {
 		{"index.ts", "// export function processEvent() {}\nconst s = 'export function processEvent'", nil},
 		{"index.js", "exports.processEvent = function (e) { return e }\nmodule.exports.onEvent = () => {}", []string{"onEvent", "processEvent"}},
 		{"index.js", "function p(e) { return e }\nmodule.exports = { processEvent: p, setupPlugin, async onEvent(e) {}, /* x, */ 'str': 1 }", []string{"onEvent", "processEvent", "setupPlugin"}},
+		// esbuild --bundle --format=cjs, as it writes a bundle.
+		{"index.js", "var __export = (target, all) => { for (var name in all) __defProp(target, name, { get: all[name], enumerable: true }); };\n" +
+			"var index_exports = {};\n__export(index_exports, {\n  processEvent: () => processEvent,\n  setupPlugin: () => setupPlugin\n});\n" +
+			"module.exports = __toCommonJS(index_exports);\nfunction processEvent(e) { return e }\nfunction setupPlugin() {}", []string{"processEvent", "setupPlugin"}},
 	}
 	for _, c := range cases {
 		got, err := code.Exports(c.file, c.src)
