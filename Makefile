@@ -26,7 +26,7 @@ test: clickhouse test-clients
 ## test-unit: the tests that start no ClickHouse (JetStream runs in process), and
 ## the docs' drift checks without the fuzz list's build (-short)
 UNIT_PKGS = ./cmd/api/ ./cmd/stack/ ./pkg/activity/ ./pkg/appconfig/ ./pkg/capture/ ./pkg/cohort/ \
-	./pkg/controlplane/ ./pkg/csvexport/ ./pkg/event/ ./pkg/fold/ ./pkg/person/ ./pkg/plugin/... \
+	./pkg/controlplane/ ./pkg/csvexport/ ./pkg/event/ ./pkg/fold/ ./pkg/geoip/ ./pkg/person/ ./pkg/plugin/... \
 	./pkg/progress/ ./pkg/propjson/ ./pkg/shutdown/ ./pkg/stream/ ./pkg/timeline/ ./pkg/transform/
 test-unit:
 	$(GO) test -count=1 $(UNIT_PKGS)
