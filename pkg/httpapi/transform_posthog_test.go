@@ -53,6 +53,7 @@ func TestPostHogTransformations(t *testing.T) {
 		plugin, config string
 		events         []string
 		want           []string
+		failed         float64 // events the step failed (kept as the previous step gave them)
 	}{{
 		plugin: "taxonomy.js", config: `{"defaultNamingConvention":"snake_case"}`,
 		events: []string{ev("Sign Up Clicked", "u1", `{}`), ev("pageViewed", "u1", `{}`), ev("$pageview", "u1", `{}`)},
@@ -105,6 +106,19 @@ func TestPostHogTransformations(t *testing.T) {
 			`{"event":"e","distinct_id":"u1","timestamp":"2024-02-29T23:59:00+02:00","properties":{}}`},
 		want: []string{`e u1 {"day":"27","day_of_the_week":"Wednesday","hour":"10","minute":"30","month":"01","year":"2021"}`,
 			`e u1 {"day":"29","day_of_the_week":"Thursday","hour":"21","minute":"59","month":"02","year":"2024"}`},
+	}, {
+		// Not runnable here, by design: each event is kept as captured.
+		plugin: "app-unduplicator.js", config: `{"dedupMode":"All Properties"}`,
+		events: []string{ev("e", "u1", `{"a":1}`)},
+		want:   []string{`e u1 {"a":1}`}, failed: 1,
+	}, {
+		plugin: "first-time-event-tracker.js", config: `{"events":"signup"}`,
+		events: []string{ev("signup", "u1", `{}`), ev("other", "u1", `{"b":2}`)},
+		want:   []string{`signup u1 {}`, `other u1 {"b":2}`}, failed: 1,
+	}, {
+		plugin: "currency-normalization.js", config: `{"openExchangeRatesApiKey":"k"}`,
+		events: []string{ev("order", "u1", `{"amount":10,"currency":"EUR"}`)},
+		want:   []string{`order u1 {"amount":10,"currency":"EUR"}`}, failed: 1,
 	}} {
 		t.Run(c.plugin, func(t *testing.T) {
 			src, err := pluginfixture.Source(filepath.Join("..", ".."), c.plugin)
@@ -118,6 +132,10 @@ func TestPostHogTransformations(t *testing.T) {
 			got := storedEvents(t, e.store, e.projectA.ID)[before:]
 			if !slices.EqualFunc(got, c.want, sameEvent) {
 				t.Errorf("stored:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+			m := e.call(200, "GET", fmt.Sprintf("/api/projects/%d/plugin_configs/%d/", e.projectA.ID, config), "")["metrics"].(map[string]any)
+			if m["events_failed"] != c.failed || m["events_in"] != float64(len(c.events)) {
+				t.Errorf("metrics %v: want %v failed of %d", m, c.failed, len(c.events))
 			}
 			// Off again, for the next plugin's events.
 			e.call(200, "PATCH", fmt.Sprintf("/api/projects/%d/plugin_configs/%d/", e.projectA.ID, config), `{"enabled":false}`)
