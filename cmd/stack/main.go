@@ -217,7 +217,7 @@ func run() error {
 		}
 		errc <- err
 	}()
-	banner(cfg, boot, ns.ClientURL(), chAddr)
+	banner(cfg, boot, ns.ClientURL(), chAddr, apiServer.MetricsAddr)
 	var firstErr error
 	go func() { wg.Wait(); close(errc) }()
 	for err := range errc {
@@ -230,13 +230,14 @@ func run() error {
 	return firstErr
 }
 
-func banner(cfg *config, b bootstrapState, natsURL, chAddr string) {
+func banner(cfg *config, b bootstrapState, natsURL, chAddr, opsAddr string) {
 	url := "http://" + cfg.apiAddr
 	fmt.Printf(`
   personhub is running (Ctrl-C stops it; data stays in %s)
 
   API        %s
   API key    %s   (organization %s, scopes *)
+  Ops        http://%s   (/metrics, /healthz, /readyz)
   Project    %d   (capture token %s)
   NATS       %s
   ClickHouse %s, database %s
@@ -247,7 +248,7 @@ func banner(cfg *config, b bootstrapState, natsURL, chAddr string) {
     echo '{"event":"$pageview","distinct_id":"alice","$set":{"email":"alice@example.com"}}' | \
       NATS_URL=%s go run ./cmd/ingester publish -project %d -
 
-`, cfg.dir, url, b.Secret, b.OrganizationID, b.ProjectID, b.ProjectToken, natsURL, chAddr, cfg.database, geoipLine(cfg.geoipDB),
+`, cfg.dir, url, b.Secret, b.OrganizationID, opsAddr, b.ProjectID, b.ProjectToken, natsURL, chAddr, cfg.database, geoipLine(cfg.geoipDB),
 		b.Secret, url, b.ProjectID, natsURL, b.ProjectID)
 }
 
