@@ -132,3 +132,52 @@ func TestGeoIPTransformation(t *testing.T) {
 		t.Fatalf("replay persons %v, first run %v", again, persons)
 	}
 }
+
+// TestAdvancedGeoIPAfterGeoIP: PostHog's Advanced GeoIP shape chained
+// after the GeoIP shape: the address is located, then discarded; events
+// of a listed library keep no GeoIP property, on the event or the person.
+func TestAdvancedGeoIPAfterGeoIP(t *testing.T) {
+	db, err := geoip.Open(testenv.GeoIPCity(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	root := filepath.Join("..", "..")
+	located, err := pluginfixture.Source(root, "geoip.ts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	advanced, err := pluginfixture.Source(root, "advanced-geoip.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newTransformEnvGeoIP(t, db)
+	e.runIngester(e.store, "ingester")
+	e.install("", located, 1, `{}`)
+	e.installFile("", "index.js", advanced, 2, `{"discardIp":"true","discardLibs":"posthog-node, posthog-python"}`)
+	e.capture(`{"event":"web","distinct_id":"u1","properties":{"$ip":"81.2.69.142","$lib":"web"}}`,
+		`{"event":"server","distinct_id":"u2","properties":{"$ip":"81.2.69.142","$lib":"posthog-node"}}`)
+	testenv.WaitCommitted(t, e.store, "ingester", e.lastSeq(), 30*time.Second)
+	for _, row := range storedEvents(t, e.store, e.projectA.ID) {
+		name, rest, _ := strings.Cut(row, " ")
+		_, props, _ := strings.Cut(rest, " ")
+		var m map[string]any
+		if err := json.Unmarshal([]byte(props), &m); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := m["$ip"]; ok {
+			t.Errorf("%s: $ip kept: %v", name, m)
+		}
+		city := m["$geoip_city_name"]
+		if name == "web" && city != "Gamlingay" || name == "server" && city != nil {
+			t.Errorf("%s: $geoip_city_name %v", name, city)
+		}
+		if name == "server" && (m["$set"] != nil && len(m["$set"].(map[string]any)) > 0) {
+			t.Errorf("server: $set %v, want no GeoIP property for the person", m["$set"])
+		}
+	}
+	persons := storedPersons(t, e.store, e.projectA.ID)
+	if len(persons) != 2 || !strings.HasPrefix(persons[0], "u1 ") || !strings.Contains(persons[0], `"$geoip_city_name":"Gamlingay"`) || persons[1] != "u2 {}" {
+		t.Fatalf("persons %v: want u1 located, u2 without a property", persons)
+	}
+}
