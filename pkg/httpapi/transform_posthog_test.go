@@ -107,6 +107,11 @@ func TestPostHogTransformations(t *testing.T) {
 		want: []string{`e u1 {"day":"27","day_of_the_week":"Wednesday","hour":"10","minute":"30","month":"01","year":"2021"}`,
 			`e u1 {"day":"29","day_of_the_week":"Thursday","hour":"21","minute":"59","month":"02","year":"2024"}`},
 	}, {
+		plugin: "url-parser.ts", config: `{}`,
+		events: []string{ev("$pageview", "u1", `{"$current_url":"https://a.io/p?utm_campaign=x%20y&id=7"}`), ev("$pageview", "u1", `{"$current_url":"not a url"}`)},
+		want: []string{`$pageview u1 {"$current_url":"https://a.io/p?utm_campaign=x%20y&id=7","url_id":"7","url_utm_campaign":"x y"}`,
+			`$pageview u1 {"$current_url":"not a url"}`},
+	}, {
 		// Not runnable here, by design: each event is kept as captured.
 		plugin: "app-unduplicator.js", config: `{"dedupMode":"All Properties"}`,
 		events: []string{ev("e", "u1", `{"a":1}`)},
