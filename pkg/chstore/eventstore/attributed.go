@@ -95,14 +95,14 @@ func (a Attributed) Events() statement.Subquery {
 	// is tested); the overrides table is FINAL and keeps its filter in
 	// WHERE. An id without an override joins the defaults: o_pid 0 (no
 	// person has id 0), o_deleted 0.
-	pid, join := attributedPID, ""
+	pid, overrides := attributedPID, ""
 	if a.Stored {
 		pid = "person_id"
 	} else {
-		join, args = overridesJoin(a.Project)
-		join = " " + join
+		overrides, args = overridesJoin(a.Project)
+		overrides = " " + overrides
 	}
-	q := "SELECT " + pid + " AS pid, uuid, timestamp, event, distinct_id, properties FROM events" + join +
+	q := "SELECT " + pid + " AS pid, uuid, timestamp, event, distinct_id, properties FROM events" + overrides +
 		" PREWHERE project_id = ? AND timestamp < toDateTime(?)"
 	args = append(args, a.Project, EpochSeconds(a.To))
 	// The range is also stated on the sort key's toDate(timestamp):
