@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/personhub/personhub/pkg/controlplane"
 )
 
 // BenchmarkDecodeAndValidate: the CPU cost of a 100-event /batch/ body
@@ -35,7 +37,7 @@ func BenchmarkDecodeAndValidate(b *testing.B) {
 		arena = arena[:0]
 		for i := range batch.Events {
 			var err error
-			if _, arena, err = appendEnvelope(&batch.Events[i], i, 7, now, batch.SentAt, "", arena); err != nil {
+			if _, arena, err = appendEnvelope(&batch.Events[i], i, controlplane.Project{ID: 7}, now, batch, arena); err != nil {
 				b.Fatal(err)
 			}
 		}

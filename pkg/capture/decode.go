@@ -27,6 +27,9 @@ type Request struct {
 	// DefaultEvent names events that arrive without a name ("" refuses
 	// them); /engage/ people updates use "$set".
 	DefaultEvent string
+	// ClientIP is the sender's address ("" unknown): the events' $ip
+	// unless they carry their own (see withClientIP).
+	ClientIP string
 }
 
 // Batch is a decoded request: the project token it carries, when the
@@ -35,6 +38,7 @@ type Batch struct {
 	Token        string
 	SentAt       time.Time // zero when the request does not say
 	DefaultEvent string
+	ClientIP     string
 	Events       []Raw
 
 	bufs     *decodeBuffers // where borrowed buffers go back; nil: nowhere
@@ -93,7 +97,7 @@ func Decode(req Request, maxBytes int64) (*Batch, error) {
 // decode is Decode reading the body into buffers borrowed from bufs (nil:
 // allocated), which the batch gives back (Batch.release).
 func decode(req Request, maxBytes int64, bufs *decodeBuffers) (*Batch, error) {
-	b := &Batch{DefaultEvent: req.DefaultEvent, bufs: bufs}
+	b := &Batch{DefaultEvent: req.DefaultEvent, ClientIP: req.ClientIP, bufs: bufs}
 	if err := b.decode(req, maxBytes); err != nil {
 		b.release()
 		return nil, err

@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/personhub/personhub/pkg/controlplane"
+	"github.com/personhub/personhub/pkg/event"
 )
 
 func gz(t testing.TB, s string) string {
@@ -172,7 +177,7 @@ func FuzzDecode(f *testing.F) {
 				}
 				env, eerr := envelopeOf(&b.Events[i], i, 1, now, b.SentAt, "")
 				var penv Envelope
-				penv, arena, perr = appendEnvelope(&pooled.Events[i], i, 1, now, pooled.SentAt, "", arena)
+				penv, arena, perr = appendEnvelope(&pooled.Events[i], i, controlplane.Project{ID: 1}, now, pooled, arena)
 				if fmt.Sprint(eerr) != fmt.Sprint(perr) || (env.UUID == penv.UUID && string(env.Data) != string(penv.Data)) {
 					t.Fatalf("envelope %d: %s %v; from recycled buffers %s %v", i, env.Data, eerr, penv.Data, perr)
 				}
@@ -193,9 +198,46 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("event %q is not an object", ev.JSON)
 			}
 		}
-		// What decodes must also be judged without panics.
+		// What decodes must also be judged without panics; an event
+		// accepted is accepted with the client's address too, stored with
+		// $ip added (unless it had one) or, anonymized, without one.
 		for i := range b.Events {
-			_, _ = envelopeOf(&b.Events[i], i, 1, time.Now(), b.SentAt, "")
+			plain, err := envelopeOf(&b.Events[i], i, 1, now, b.SentAt, "")
+			if err != nil {
+				continue
+			}
+			stored := func(env Envelope) map[string]json.RawMessage {
+				ev, err := event.Parse(env.Data)
+				if err != nil {
+					t.Fatalf("%s: %v", env.Data, err)
+				}
+				m := map[string]json.RawMessage{}
+				if err := json.Unmarshal([]byte(ev.StoredProperties()), &m); err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+			want := stored(plain)
+			for _, anon := range []bool{false, true} {
+				env, _, err := appendEnvelope(&b.Events[i], i, controlplane.Project{ID: 1, AnonymizeIPs: anon}, now, &Batch{SentAt: b.SentAt, ClientIP: "2001:db8::5"}, nil)
+				if err != nil {
+					var e *Error
+					if errors.As(err, &e) && e.Kind == TooLarge {
+						continue
+					}
+					t.Fatalf("accepted without an address, refused with one (anonymize %v): %v", anon, err)
+				}
+				got, w := stored(env), maps.Clone(want)
+				switch _, had := w["$ip"]; {
+				case anon:
+					delete(w, "$ip")
+				case !had:
+					w["$ip"] = json.RawMessage(`"2001:db8::5"`)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(w) {
+					t.Fatalf("anonymize %v: stored %s\nwant %s", anon, got, w)
+				}
+			}
 		}
 	})
 }

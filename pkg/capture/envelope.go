@@ -1,13 +1,16 @@
 package capture
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/personhub/personhub/pkg/controlplane"
 	"github.com/personhub/personhub/pkg/event"
 )
 
@@ -35,12 +38,18 @@ type Envelope struct {
 //     duplicate window does not double the event; without a timestamp
 //     two identical events are different events, and get random uuids.
 //   - timestamp: see eventTime.
-//   - properties, $set, $set_once, $unset: passed through as sent.
+//   - properties: as sent, with the client's address as $ip (withClientIP);
+//     $set, $set_once, $unset: passed through as sent.
 //
 // The envelope is appended to arena, which is returned grown (unchanged
 // on an error); its Data is a full slice of it.
-func appendEnvelope(ev *Raw, i int, projectID uint64, now, sentAt time.Time, defaultEvent string, arena []byte) (Envelope, []byte, error) {
+func appendEnvelope(ev *Raw, i int, proj controlplane.Project, now time.Time, batch *Batch, arena []byte) (Envelope, []byte, error) {
+	projectID, sentAt, defaultEvent := proj.ID, batch.SentAt, batch.DefaultEvent
 	f := ev.Fields
+	properties, addIP, err := withClientIP(ev, batch.ClientIP, proj.AnonymizeIPs)
+	if err != nil {
+		return Envelope{}, arena, eventError(Malformed, i, "%v", err)
+	}
 	name := f.Event
 	if isNull(name) {
 		if defaultEvent == "" {
@@ -99,8 +108,10 @@ func appendEnvelope(ev *Raw, i int, projectID uint64, now, sentAt time.Time, def
 	for _, kv := range [...]struct {
 		key string
 		v   json.RawMessage
-	}{{`,"properties":`, f.Properties}, {`,"$set":`, f.Set}, {`,"$set_once":`, f.SetOnce}, {`,"$unset":`, f.Unset}} {
-		if !isNull(kv.v) {
+	}{{`,"properties":`, properties}, {`,"$set":`, f.Set}, {`,"$set_once":`, f.SetOnce}, {`,"$unset":`, f.Unset}} {
+		if kv.key == `,"properties":` && addIP {
+			b = appendWithIP(append(b, kv.key...), batch.ClientIP, kv.v)
+		} else if !isNull(kv.v) {
 			b = append(b, kv.key...)
 			b = append(b, kv.v...)
 		}
@@ -125,6 +136,69 @@ func appendEnvelope(ev *Raw, i int, projectID uint64, now, sentAt time.Time, def
 		return Envelope{}, arena, eventError(Malformed, i, "event %q: %s (personal API key routes only)", parsed.Event, reason)
 	}
 	return Envelope{UUID: id, Data: data}, b, nil
+}
+
+// withClientIP says what an event's properties are published as: as
+// sent, with the client's address added as $ip when ip is known and the
+// event has no $ip of its own (server libraries forwarding their users'
+// events set it), as PostHog stores it. A project that anonymizes
+// addresses gets none, and a $ip sent is dropped (props is then the
+// object written again).
+//
+// addIP: $ip goes first, and props is what follows the sent object's
+// opening brace (nil when there are no properties): appendWithIP
+// writes both into the envelope, with no copy of the properties between.
+// The common event is looked at without decoding its properties: no
+// "$ip" in their text and no escape that could spell it.
+func withClientIP(ev *Raw, ip string, anonymize bool) (props json.RawMessage, addIP bool, err error) {
+	props = ev.Fields.Properties
+	if ip == "" && !anonymize {
+		return props, false, nil
+	}
+	if isNull(props) {
+		return props, !anonymize, nil
+	}
+	start := skipSpace(props)
+	if start >= len(props) || props[start] != '{' {
+		return props, false, nil // not an object: the validation says so
+	}
+	has := (bytes.Contains(props, []byte(`$ip`)) || bytes.Contains(props, []byte(`\u`))) && ev.Property("$ip") != nil
+	switch {
+	case anonymize && has:
+		// Rare: a client sending $ip to a project that keeps none. The
+		// object is written again without it (keys sorted: stored
+		// properties are compared as JSON, never as text).
+		all := map[string]json.RawMessage{}
+		if err := json.Unmarshal(props, &all); err != nil {
+			return nil, false, fmt.Errorf("properties: %v", err)
+		}
+		delete(all, "$ip")
+		props, err = json.Marshal(all)
+		return props, false, err
+	case anonymize || has:
+		return props, false, nil
+	}
+	rest := props[start+1:]
+	return rest[skipSpace(rest):], true, nil
+}
+
+// appendWithIP appends a properties object with $ip first, then rest:
+// what followed the sent object's opening brace (withClientIP).
+func appendWithIP(b []byte, ip string, rest json.RawMessage) []byte {
+	b = appendString(append(b, `{"$ip":`...), ip)
+	if isNull(rest) || rest[0] == '}' {
+		return append(b, '}')
+	}
+	return append(append(b, ','), rest...)
+}
+
+// skipSpace is the index of b's first byte that is not JSON white space.
+func skipSpace(b []byte) int {
+	i := 0
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 // eventTime applies PostHog's clock-skew rules, with now the time the

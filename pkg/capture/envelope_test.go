@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/personhub/personhub/pkg/controlplane"
+	"github.com/personhub/personhub/pkg/event"
 )
 
 func raw(t *testing.T, s string) *Raw {
@@ -21,7 +24,7 @@ func raw(t *testing.T, s string) *Raw {
 
 // envelopeOf is appendEnvelope into a fresh buffer.
 func envelopeOf(ev *Raw, i int, projectID uint64, now, sentAt time.Time, defaultEvent string) (Envelope, error) {
-	env, _, err := appendEnvelope(ev, i, projectID, now, sentAt, defaultEvent, nil)
+	env, _, err := appendEnvelope(ev, i, controlplane.Project{ID: projectID}, now, &Batch{SentAt: sentAt, DefaultEvent: defaultEvent}, nil)
 	return env, err
 }
 
@@ -42,7 +45,7 @@ func TestEnvelopeArena(t *testing.T) {
 		var got []Envelope
 		var copies [][]byte
 		for i, in := range events {
-			env, next, err := appendEnvelope(raw(t, in), i, 1, now, time.Time{}, "", arena)
+			env, next, err := appendEnvelope(raw(t, in), i, controlplane.Project{ID: 1}, now, &Batch{}, arena)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +64,7 @@ func TestEnvelopeArena(t *testing.T) {
 			}
 			got, copies, arena = append(got, env), append(copies, append([]byte(nil), env.Data...)), next
 			// A refused event leaves the arena as it was.
-			if _, after, err := appendEnvelope(raw(t, `{"event":"$delete_person","distinct_id":"x"}`), i, 1, now, time.Time{}, "", arena); err == nil || len(after) != len(arena) {
+			if _, after, err := appendEnvelope(raw(t, `{"event":"$delete_person","distinct_id":"x"}`), i, controlplane.Project{ID: 1}, now, &Batch{}, arena); err == nil || len(after) != len(arena) {
 				t.Errorf("refused event: err %v, arena %d -> %d bytes", err, len(arena), len(after))
 			}
 		}
@@ -227,5 +230,52 @@ func TestEnvelopeRefusesCommands(t *testing.T) {
 		if _, err := envelopeOf(raw(t, body), 0, 1, now, time.Time{}, ""); err != nil {
 			t.Errorf("%s: %v", body, err)
 		}
+	}
+}
+
+// TestClientIP: the client's address becomes $ip unless the event has its
+// own (however written), and a project that anonymizes addresses stores
+// none, neither the client's nor one sent.
+func TestClientIP(t *testing.T) {
+	now := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name, in  string
+		ip        string
+		anonymize bool
+		want      any // properties.$ip, nil: absent
+		props     int // properties the stored object has
+	}{
+		{"added", `{"event":"e","distinct_id":"d","properties":{"a":1}}`, "203.0.113.9", false, "203.0.113.9", 2},
+		{"no properties", `{"event":"e","distinct_id":"d"}`, "2001:db8::1", false, "2001:db8::1", 1},
+		{"null properties", `{"event":"e","distinct_id":"d","properties":null}`, "203.0.113.9", false, "203.0.113.9", 1},
+		{"empty, spaced", `{"event":"e","distinct_id":"d","properties": { } }`, "203.0.113.9", false, "203.0.113.9", 1},
+		{"indented", "{\"event\":\"e\",\"distinct_id\":\"d\",\"properties\": {\n  \"a\": 1\n}}", "203.0.113.9", false, "203.0.113.9", 2},
+		{"own $ip kept", `{"event":"e","distinct_id":"d","properties":{"$ip":"198.51.100.2"}}`, "203.0.113.9", false, "198.51.100.2", 1},
+		{"own $ip escaped", `{"event":"e","distinct_id":"d","properties":{"\u0024ip":"198.51.100.2"}}`, "203.0.113.9", false, "198.51.100.2", 1},
+		{"nested $ip is not the event's", `{"event":"e","distinct_id":"d","properties":{"$set":{"$ip":"x"}}}`, "203.0.113.9", false, "203.0.113.9", 2},
+		{"unknown address", `{"event":"e","distinct_id":"d","properties":{"a":1}}`, "", false, nil, 1},
+		{"anonymized", `{"event":"e","distinct_id":"d","properties":{"a":1}}`, "203.0.113.9", true, nil, 1},
+		{"anonymized drops one sent", `{"event":"e","distinct_id":"d","properties":{"a":1,"$ip":"198.51.100.2","$ip":"198.51.100.3"}}`, "203.0.113.9", true, nil, 1},
+		{"anonymized, no properties", `{"event":"e","distinct_id":"d"}`, "203.0.113.9", true, nil, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env, _, err := appendEnvelope(raw(t, c.in), 0, controlplane.Project{ID: 1, AnonymizeIPs: c.anonymize}, now, &Batch{ClientIP: c.ip}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev, err := event.Parse(env.Data)
+			if err != nil {
+				t.Fatalf("%s: %v", env.Data, err)
+			}
+			var props map[string]any
+			if err := json.Unmarshal([]byte(ev.StoredProperties()), &props); err != nil {
+				t.Fatal(err)
+			}
+			got, ok := props["$ip"]
+			if (c.want == nil) == ok || (ok && got != c.want) || len(props) != c.props {
+				t.Fatalf("stored properties %v, want $ip %v and %d properties (envelope %s)", props, c.want, c.props, env.Data)
+			}
+		})
 	}
 }

@@ -108,7 +108,7 @@ func (p *Publisher) capture(ctx context.Context, b *Batch, now time.Time) (int, 
 	}
 	arena := p.arenas.get(need)
 	for i := range b.Events {
-		if envs[i], *arena, err = appendEnvelope(&b.Events[i], i, proj.ID, now, b.SentAt, b.DefaultEvent, *arena); err != nil {
+		if envs[i], *arena, err = appendEnvelope(&b.Events[i], i, proj, now, b, *arena); err != nil {
 			p.arenas.put(arena) // nothing was published
 			return 0, err
 		}

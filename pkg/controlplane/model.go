@@ -47,6 +47,9 @@ type Project struct {
 	// Timezone is the IANA zone analysis buckets and relative dates follow;
 	// "" (records written before the field existed) means UTC.
 	Timezone string `json:"timezone,omitempty"`
+	// AnonymizeIPs (PostHog's anonymize_ips): capture records no client
+	// address in the project's events and drops a $ip a client sends.
+	AnonymizeIPs bool `json:"anonymize_ips,omitempty"`
 }
 
 // TimezoneName is the project's zone name, "UTC" when unset.

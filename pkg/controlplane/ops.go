@@ -151,11 +151,28 @@ func (s *Store) ListProjects(ctx context.Context, orgID string) ([]Project, erro
 	return out, nil
 }
 
+// ProjectUpdate is a change of a project's settings: each non-nil field
+// is set.
+type ProjectUpdate struct {
+	// Timezone is an IANA name, checked by LoadTimezone.
+	Timezone *string
+	// AnonymizeIPs: capture stores no client address for the project.
+	AnonymizeIPs *bool
+}
+
 // SetProjectTimezone sets a project's time zone (an IANA name, checked by
 // LoadTimezone) and returns the project as stored.
 func (s *Store) SetProjectTimezone(ctx context.Context, id uint64, tz string) (Project, error) {
-	if _, err := LoadTimezone(tz); err != nil {
-		return Project{}, err
+	return s.UpdateProject(ctx, id, ProjectUpdate{Timezone: &tz})
+}
+
+// UpdateProject applies u to a project in one write and returns the
+// project as stored.
+func (s *Store) UpdateProject(ctx context.Context, id uint64, u ProjectUpdate) (Project, error) {
+	if u.Timezone != nil {
+		if _, err := LoadTimezone(*u.Timezone); err != nil {
+			return Project{}, err
+		}
 	}
 	if id == 0 {
 		return Project{}, fmt.Errorf("%w: project 0", ErrNotFound)
@@ -165,7 +182,15 @@ func (s *Store) SetProjectTimezone(ctx context.Context, id uint64, tz string) (P
 		if err != nil {
 			return Project{}, err
 		}
-		p.Timezone = tz
+		attrs := []any{slog.Uint64("project_id", id)}
+		if u.Timezone != nil {
+			p.Timezone = *u.Timezone
+			attrs = append(attrs, slog.String("timezone", p.Timezone))
+		}
+		if u.AnonymizeIPs != nil {
+			p.AnonymizeIPs = *u.AnonymizeIPs
+			attrs = append(attrs, slog.Bool("anonymize_ips", p.AnonymizeIPs))
+		}
 		data, err := json.Marshal(p)
 		if err != nil {
 			return Project{}, fmt.Errorf("controlplane: encode project: %w", err)
@@ -178,7 +203,7 @@ func (s *Store) SetProjectTimezone(ctx context.Context, id uint64, tz string) (P
 			return Project{}, fmt.Errorf("controlplane: update project %d: %w", id, err)
 		}
 		s.ix.putProject(id, newRev, p, false)
-		s.logger.InfoContext(ctx, "project time zone set", slog.Uint64("project_id", id), slog.String("timezone", tz))
+		s.logger.InfoContext(ctx, "project updated", attrs...)
 		return p, nil
 	}
 	return Project{}, fmt.Errorf("controlplane: update project %d: too many concurrent updates", id)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -47,7 +48,7 @@ type ControlPlane interface {
 	Authenticate(secret string) (controlplane.Key, error)
 	ProjectByID(id uint64) (controlplane.Project, bool)
 	ListProjects(ctx context.Context, orgID string) ([]controlplane.Project, error)
-	SetProjectTimezone(ctx context.Context, id uint64, tz string) (controlplane.Project, error)
+	UpdateProject(ctx context.Context, id uint64, u controlplane.ProjectUpdate) (controlplane.Project, error)
 }
 
 // Config configures the API.
@@ -70,6 +71,10 @@ type Config struct {
 	RequestTimeout time.Duration
 	// RateLimit is each personal API key's budget; zero: unlimited.
 	RateLimit RateLimit
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For
+	// capture believes when it records a client's address (clientIP);
+	// none: the connection's peer is the client.
+	TrustedProxies []netip.Prefix
 }
 
 // API holds the handlers' dependencies.
@@ -78,6 +83,7 @@ type API struct {
 	keys      ControlPlane
 	log       *slog.Logger
 	publicURL *url.URL
+	trusted   []netip.Prefix
 	requests  *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
 	listTime  *prometheus.HistogramVec // persons list pages by filter kind (listFilterKind)
@@ -141,7 +147,7 @@ func New(cfg Config, d Deps) (*API, error) {
 		cfg.StreamWriteTimeout = 60 * time.Second
 	}
 	a := &API{store: store, keys: keys, log: logger, ready: ready, stream: cfg.StreamWriteTimeout, deadline: cfg.RequestTimeout,
-		bodies: newBodySlots(cfg.BodyConcurrency, cfg.BodyWait), limiter: newKeyLimiter(cfg.RateLimit)}
+		bodies: newBodySlots(cfg.BodyConcurrency, cfg.BodyWait), limiter: newKeyLimiter(cfg.RateLimit), trusted: cfg.TrustedProxies}
 	if cfg.PublicURL != "" {
 		u, err := url.Parse(cfg.PublicURL)
 		if err != nil || u.Scheme == "" || u.Host == "" {

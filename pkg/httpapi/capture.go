@@ -40,7 +40,9 @@ func (a *API) captureEngage(w http.ResponseWriter, r *http.Request) error {
 
 func (a *API) captureWith(w http.ResponseWriter, r *http.Request, defaultEvent string) error {
 	now := time.Now()
-	b, err := a.capture.Decode(captureRequest(r, defaultEvent))
+	req := captureRequest(r, defaultEvent)
+	req.ClientIP = clientIP(r, a.trusted)
+	b, err := a.capture.Decode(req)
 	if err != nil {
 		return a.captureError(bodyError(r, err))
 	}

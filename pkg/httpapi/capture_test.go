@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/personhub/personhub/pkg/capture"
 	"github.com/personhub/personhub/pkg/stream"
@@ -178,5 +180,48 @@ func TestCaptureStartupEndpoints(t *testing.T) {
 	res.Body.Close()
 	if n := c.streamCount(); n != 0 {
 		t.Fatalf("start-up endpoints published %d events", n)
+	}
+}
+
+// TestCaptureClientAddress: an event gets its sender's address as $ip
+// unless it carries its own; a header from an untrusted peer is not
+// believed; a project with anonymize_ips (set through PATCH) stores no
+// address, and drops one a client sends.
+func TestCaptureClientAddress(t *testing.T) {
+	c := newCaptureEnv(t, capture.Config{}) // no trusted proxies
+	c.startIngester()
+	send := func(events ...string) {
+		t.Helper()
+		// The header is a client's own text: the peer is not a trusted proxy.
+		h := http.Header{"Content-Type": {"application/json"}, "X-Forwarded-For": {"198.51.100.7"}}
+		if r := c.post("/batch/", h, fmt.Sprintf(`{"api_key":%q,"batch":[%s]}`, c.projectA.APIToken, strings.Join(events, ","))); r.status != 200 {
+			t.Fatalf("capture: %d %s", r.status, r.body)
+		}
+	}
+	send(`{"event":"peer","distinct_id":"a","properties":{"k":1}}`, `{"event":"own","distinct_id":"a","properties":{"$ip":"203.0.113.5"}}`)
+
+	path := fmt.Sprintf("/api/projects/%d/", c.projectA.ID)
+	for _, body := range []string{`{"anonymize_ips":"yes"}`, `{"anonymize_ips":1}`, `{"anonymize_ips":true,"timezone":"Mars/Olympus"}`} {
+		if m := wantError(t, c.send("PATCH", c.keyAll, path, body), 400, "validation_error", "invalid_input"); m["attr"] == nil {
+			t.Fatalf("%s: no attr", body)
+		}
+	}
+	if got := c.get(c.keyAll, path).json(t)["anonymize_ips"]; got != false {
+		t.Fatalf("after refused PATCHes: anonymize_ips %v", got)
+	}
+	if r := c.send("PATCH", c.keyAll, path, `{"anonymize_ips":true}`); r.status != 200 || r.json(t)["anonymize_ips"] != true {
+		t.Fatalf("PATCH: %d %s", r.status, r.body)
+	}
+	send(`{"event":"anon","distinct_id":"a"}`, `{"event":"anon-own","distinct_id":"a","properties":{"$ip":"203.0.113.5","k":2}}`)
+
+	want := []string{`peer a {"$ip":"127.0.0.1","k":1}`, `own a {"$ip":"203.0.113.5"}`, `anon a {}`, `anon-own a {"k":2}`}
+	var got []string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if got = storedEvents(t, c.store, c.projectA.ID); len(got) >= len(want) {
+			break
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("stored events\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -16,11 +16,12 @@ type projectJSON struct {
 	APIToken       string `json:"api_token"`
 	CreatedAt      string `json:"created_at"`
 	Timezone       string `json:"timezone"`
+	AnonymizeIPs   bool   `json:"anonymize_ips"`
 }
 
 func toProjectJSON(p controlplane.Project) projectJSON {
 	return projectJSON{ID: p.ID, OrganizationID: p.OrganizationID, Name: p.Name, APIToken: p.APIToken,
-		CreatedAt: p.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), Timezone: p.TimezoneName()}
+		CreatedAt: p.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), Timezone: p.TimezoneName(), AnonymizeIPs: p.AnonymizeIPs}
 }
 
 // listProjects serves GET /api/projects/: the projects of the key's
@@ -48,9 +49,10 @@ func (a *API) getProject(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// patchProject serves PATCH /api/projects/{project_id}/: today only the
-// time zone (analysis buckets and relative dates follow it) is settable;
-// other fields of the body are ignored.
+// patchProject serves PATCH /api/projects/{project_id}/: the time zone
+// (analysis buckets and relative dates follow it) and anonymize_ips
+// (capture stores no client address) are settable; other fields of the
+// body are ignored.
 func (a *API) patchProject(w http.ResponseWriter, r *http.Request) error {
 	p, err := a.project(r)
 	if err != nil {
@@ -60,14 +62,25 @@ func (a *API) patchProject(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	var u controlplane.ProjectUpdate
 	if raw, ok := body["timezone"]; ok {
 		tz, ok := raw.(string)
 		if !ok {
 			return invalid("timezone", "timezone must be an IANA time zone name, e.g. \"Europe/Berlin\".")
 		}
-		p, err = a.keys.SetProjectTimezone(r.Context(), p.ID, tz)
+		u.Timezone = &tz
+	}
+	if raw, ok := body["anonymize_ips"]; ok {
+		anon, ok := raw.(bool)
+		if !ok {
+			return invalid("anonymize_ips", "anonymize_ips must be true or false.")
+		}
+		u.AnonymizeIPs = &anon
+	}
+	if u != (controlplane.ProjectUpdate{}) {
+		p, err = a.keys.UpdateProject(r.Context(), p.ID, u)
 		if errors.Is(err, controlplane.ErrInvalidTimezone) {
-			return invalid("timezone", "\""+tz+"\" is not a known IANA time zone name (e.g. \"Europe/Berlin\", \"UTC\").")
+			return invalid("timezone", "\""+*u.Timezone+"\" is not a known IANA time zone name (e.g. \"Europe/Berlin\", \"UTC\").")
 		}
 		if err != nil {
 			return err

@@ -22,6 +22,10 @@ type Settings struct {
 	BodyConcurrency                                           int
 	BodyWait                                                  time.Duration
 	RatePerMinute, RatePerHour                                int
+	// TrustedProxies lists the addresses and CIDR prefixes of reverse
+	// proxies whose X-Forwarded-For capture believes (comma-separated;
+	// see clientIP).
+	TrustedProxies string
 }
 
 // Validate checks the settings.
@@ -39,6 +43,9 @@ func (s Settings) Validate() error {
 	if s.RatePerMinute < 0 || s.RatePerHour < 0 {
 		errs = append(errs, errors.New("rate-per-minute and rate-per-hour: want 0 (no limit) or more"))
 	}
+	if _, err := ParseTrustedProxies(s.TrustedProxies); err != nil {
+		errs = append(errs, err)
+	}
 	if s.MetricsAddr == "" {
 		errs = append(errs, errors.New("metrics-addr is empty"))
 	}
@@ -51,6 +58,7 @@ func (s Settings) Apply(cfg Config) Config {
 	cfg.StreamWriteTimeout = s.WriteTimeout
 	cfg.RequestTimeout = s.WriteTimeout - s.WriteTimeout/10
 	cfg.RateLimit = RateLimit{PerMinute: s.RatePerMinute, PerHour: s.RatePerHour}
+	cfg.TrustedProxies, _ = ParseTrustedProxies(s.TrustedProxies) // checked by Validate
 	return cfg
 }
 

@@ -38,14 +38,19 @@ func TestGeoIPTransformation(t *testing.T) {
 	ev := func(name, id, props string) string {
 		return fmt.Sprintf(`{"event":%q,"distinct_id":%q,"properties":%s}`, name, id, props)
 	}
-	e.capture(ev("gb", "u1", `{"$ip":"81.2.69.142"}`), ev("private", "u2", `{"$ip":"10.0.0.1"}`), ev("none", "u3", `{"n":1}`),
+	e.capture(ev("gb", "u1", `{"$ip":"81.2.69.142"}`), ev("private", "u2", `{"$ip":"10.0.0.1"}`),
 		ev("v6", "u4", `{"$ip":"2001:4860:4860::8888"}`), ev("local", "u5", `{"$ip":"127.0.0.1"}`),
 		ev("off", "u6", `{"$ip":"81.2.69.142","$geoip_disable":true}`))
+	// Events without $ip: capture records the client's address, here
+	// given by a trusted proxy.
+	e.captureFrom("81.2.69.142", ev("forwarded", "u7", `{"n":1}`))
+	e.captureFrom("192.0.2.7", ev("none", "u3", `{"n":1}`))
 	testenv.WaitCommitted(t, e.store, "ingester", e.lastSeq(), 30*time.Second)
 	stop()
 
 	// Each event's $geoip_ properties, all of them.
 	located := map[string]map[string]any{}
+	ips := map[string]any{}
 	first := storedEvents(t, e.store, e.projectA.ID)
 	for _, row := range first {
 		parts := strings.SplitN(row, " ", 3)
@@ -54,6 +59,7 @@ func TestGeoIPTransformation(t *testing.T) {
 			t.Fatalf("%s: %v", row, err)
 		}
 		located[parts[0]] = map[string]any{}
+		ips[parts[0]] = props["$ip"]
 		for k, v := range props {
 			if strings.HasPrefix(k, "$geoip_") && k != "$geoip_disable" {
 				located[parts[0]][k] = v
@@ -76,6 +82,13 @@ func TestGeoIPTransformation(t *testing.T) {
 			"$geoip_latitude": -33.8591, "$geoip_longitude": 151.2002, "$geoip_accuracy_radius": 1000.0, "$geoip_time_zone": "Australia/Sydney",
 			"$geoip_subdivision_1_code": "NSW", "$geoip_subdivision_1_name": "New South Wales"},
 		"private": {}, "none": {}, "off": {},
+	}
+	want["forwarded"] = want["gb"]
+	// $ip as the client sent it, else the address capture recorded.
+	wantIPs := map[string]any{"gb": "81.2.69.142", "private": "10.0.0.1", "v6": "2001:4860:4860::8888", "local": "127.0.0.1",
+		"off": "81.2.69.142", "forwarded": "81.2.69.142", "none": "192.0.2.7"}
+	if fmt.Sprint(ips) != fmt.Sprint(wantIPs) {
+		t.Errorf("stored $ip %v\nwant %v", ips, wantIPs)
 	}
 	for name, w := range want {
 		if g := located[name]; fmt.Sprint(g) != fmt.Sprint(w) {
@@ -101,7 +114,7 @@ func TestGeoIPTransformation(t *testing.T) {
 	}{
 		{"u1", "$geoip_city_name", "Gamlingay"}, {"u1", "$initial_geoip_city_name", "Gamlingay"}, {"u1", "$geoip_subdivision_2_code", "CAM"},
 		{"u1", "$geoip_city_confidence", nil}, {"u4", "$geoip_country_code", "US"}, {"u4", "$initial_geoip_time_zone", "America/Chicago"},
-		{"u4", "$geoip_subdivision_1_code", nil}, {"u5", "$geoip_city_name", "Sydney"},
+		{"u4", "$geoip_subdivision_1_code", nil}, {"u5", "$geoip_city_name", "Sydney"}, {"u7", "$geoip_city_name", "Gamlingay"},
 	} {
 		if v, ok := person[c.id][c.key]; !ok || v != c.v {
 			t.Errorf("person %s: %s = %#v (present %v), want %#v", c.id, c.key, v, ok, c.v)

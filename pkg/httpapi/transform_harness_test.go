@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -55,11 +56,23 @@ func newTransformEnvGeoIP(t *testing.T, geo *geoip.DB) *transformEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := New(Config{}, Deps{Store: e.store, Keys: e.cp, Log: log, Reg: reg, Ready: e.store.Ping, Plugins: svc, Capture: pub, GeoIP: geo})
+	// Loopback proxies are trusted, as by default: captureFrom's
+	// X-Forwarded-For names the client.
+	trusted, _ := ParseTrustedProxies(DefaultTrustedProxies)
+	api, err := New(Config{TrustedProxies: trusted}, Deps{Store: e.store, Keys: e.cp, Log: log, Reg: reg, Ready: e.store.Ping, Plugins: svc, Capture: pub, GeoIP: geo})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.Handler())
+	// A request without X-Forwarded-For comes from an unknown address,
+	// so capture() records none: the plugins' cases are PostHog's plugin
+	// tests' events, which have no $ip. captureFrom gives one.
+	h := api.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Forwarded-For") == "" {
+			r.RemoteAddr = ""
+		}
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	return &transformEnv{env: e, apiURL: srv.URL, geo: geo}
 }
@@ -102,10 +115,29 @@ func (e *transformEnv) installFile(url, filename, source string, order int, conf
 	return uint64(c["id"].(float64)), uint64(p["id"].(float64))
 }
 
-// capture posts events to /batch/ for project A.
+// capture posts events to /batch/ for project A, from an unknown
+// address: no $ip is recorded.
 func (e *transformEnv) capture(events ...string) {
 	e.t.Helper()
-	r := request(e.t, "POST", e.apiURL+"/batch/", "", fmt.Sprintf(`{"api_key":%q,"batch":[%s]}`, e.projectA.APIToken, strings.Join(events, ",")))
+	e.captureFrom("", events...)
+}
+
+// captureFrom is capture as a proxy forwarding a client at ip sends it
+// ("": from an unknown address, as capture).
+func (e *transformEnv) captureFrom(ip string, events ...string) {
+	e.t.Helper()
+	req, _ := http.NewRequest("POST", e.apiURL+"/batch/", strings.NewReader(fmt.Sprintf(`{"api_key":%q,"batch":[%s]}`, e.projectA.APIToken, strings.Join(events, ","))))
+	req.Header.Set("Content-Type", "application/json")
+	if ip != "" {
+		req.Header.Set("X-Forwarded-For", ip)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	r := response{status: res.StatusCode, body: body}
 	if r.status != 200 {
 		e.t.Fatalf("capture: %d %s", r.status, r.body)
 	}
