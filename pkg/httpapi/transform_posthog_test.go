@@ -107,6 +107,22 @@ func TestPostHogTransformations(t *testing.T) {
 		want: []string{`e u1 {"day":"27","day_of_the_week":"Wednesday","hour":"10","minute":"30","month":"01","year":"2021"}`,
 			`e u1 {"day":"29","day_of_the_week":"Thursday","hour":"21","minute":"59","month":"02","year":"2024"}`},
 	}, {
+		// meta.logger, and the person written through $set/$set_once.
+		plugin: "snowplow-referer-parser.js", config: `{"internal_domains":"shop.io, app.shop.io"}`,
+		events: []string{ev("$pageview", "u1", `{"$current_url":"https://shop.io/?utm_source=Newsletter&utm_medium=Email&utm_campaign=Spring+Sale"}`),
+			ev("$pageview", "u2", `{"$referrer":"https://app.shop.io/home","$referring_domain":"app.shop.io"}`),
+			ev("$pageview", "u3", `{"$referrer":"https://www.google.com/search?q=red+shoes&hl=en","$referring_domain":"www.google.com"}`),
+			ev("$pageview", "u4", `{"$referrer":"https://blog.example/post","$referring_domain":"blog.example"}`)},
+		want: []string{`$pageview u1 {"$current_url":"https://shop.io/?utm_source=Newsletter&utm_medium=Email&utm_campaign=Spring+Sale","medium":"email","source":"newsletter","term":null,"referrer_parser":"utm",` +
+			`"$set":{"referrer_parser":"utm","medium":"email","source":"newsletter","term":null,"campaign":"spring sale"},` +
+			`"$set_once":{"initial_referrer_parser":"utm","initial_medium":"email","initial_source":"newsletter","initial_term":null,"initial_campaign":"spring sale"}}`,
+			`$pageview u2 {"$referrer":"https://app.shop.io/home","$referring_domain":"app.shop.io","source":"direct","referrer_parser":"direct_and_own_domains",` +
+				`"$set":{"referrer_parser":"direct_and_own_domains","source":"direct"},"$set_once":{"initial_referrer_parser":"direct_and_own_domains","initial_medium":"undefined","initial_source":"direct"}}`,
+			`$pageview u3 {"$referrer":"https://www.google.com/search?q=red+shoes&hl=en","$referring_domain":"www.google.com","medium":"search","source":"google","term":"red shoes","referrer_parser":"snowplow",` +
+				`"$set":{"referrer_parser":"snowplow","medium":"search","source":"google","term":"red shoes"},"$set_once":{"initial_referrer_parser":"snowplow","initial_medium":"search","initial_source":"google","initial_term":"red shoes"}}`,
+			`$pageview u4 {"$referrer":"https://blog.example/post","$referring_domain":"blog.example","medium":"unknown","source":"unknown","term":"","referrer_parser":"snowplow",` +
+				`"$set":{"referrer_parser":"snowplow","medium":"unknown","source":"unknown","term":""},"$set_once":{"initial_referrer_parser":"snowplow","initial_medium":"unknown","initial_source":"unknown","initial_term":""}}`},
+	}, {
 		plugin: "url-parser.ts", config: `{}`,
 		events: []string{ev("$pageview", "u1", `{"$current_url":"https://a.io/p?utm_campaign=x%20y&id=7"}`), ev("$pageview", "u1", `{"$current_url":"not a url"}`)},
 		want: []string{`$pageview u1 {"$current_url":"https://a.io/p?utm_campaign=x%20y&id=7","url_id":"7","url_utm_campaign":"x y"}`,

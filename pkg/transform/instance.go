@@ -217,6 +217,9 @@ func newInstance(prog *goja.Program, config map[string]any, atts map[string]plug
 	_ = meta.Set("global", vm.NewObject())
 	_ = meta.Set("attachments", in.attachments(atts))
 	_ = meta.Set("geoip", in.geoipMeta(geo))
+	// PostHog's legacy transformations log through meta.logger; its
+	// methods do nothing here, as console's (prelude).
+	_ = meta.Set("logger", vm.Get("console"))
 	in.meta = meta
 	if setup, ok := goja.AssertFunction(obj.Get("setupPlugin")); ok {
 		if err := in.bounded(func() error { return settle(setup(goja.Undefined(), meta)) }); err != nil {
