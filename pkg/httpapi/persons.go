@@ -178,12 +178,14 @@ func (a *API) lookupPerson(r *http.Request, projectID uint64) (chstore.PersonRec
 
 // notAPersonID answers a person path whose {id} is neither an integer id
 // nor a uuid. It is most often a distinct id, so, as PostHog does, the
-// detail shows the list filter that finds a person by distinct id.
+// detail shows the list filter that finds a person by distinct id, in
+// PostHog's words.
 func notAPersonID(projectID uint64, raw string) error {
 	const limit = 200 // echo a bounded part of a hostile path
 	if len(raw) > limit {
 		raw = strings.ToValidUTF8(raw[:limit], "") + "…"
 	}
-	return invalid("id", fmt.Sprintf("%q is not a person id: a person is identified by its integer id or its uuid. "+
-		"To find a person by distinct id, use /api/projects/%d/persons/?distinct_id=%s instead.", raw, projectID, url.QueryEscape(raw)))
+	// PostHog's sentence first: clients match on it.
+	return invalid("id", fmt.Sprintf("The ID provided does not look like a personID. If you are using a distinctId, please use /persons?distinct_id=%s instead. "+
+		"(A person is identified by its integer id or its uuid; %q is neither: /api/projects/%d/persons/?distinct_id=%s finds it.)", raw, raw, projectID, url.QueryEscape(raw)))
 }

@@ -39,7 +39,9 @@ type bulkDeleteResult struct {
 // bulkDelete serves POST /persons/bulk_delete/: up to MaxBulkDelete persons
 // named by ids (integer ids or uuids) or by distinct_ids, each deleted as
 // DELETE /persons/{id}/ would (delete_events, keep_person alike). Answered
-// once every deletion is folded, with PostHog's summary.
+// once every deletion is folded, with PostHog's summary and status (202:
+// the events' deletion is queued). delete_recordings is accepted and
+// reported as PostHog does; this service stores no recordings.
 func (a *API) bulkDelete(w http.ResponseWriter, r *http.Request) error {
 	proj, body, err := a.projectWithBody(r)
 	if err != nil {
@@ -50,6 +52,10 @@ func (a *API) bulkDelete(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	keepPerson, err := bodyBool(body, "keep_person")
+	if err != nil {
+		return err
+	}
+	deleteRecordings, err := bodyBool(body, "delete_recordings")
 	if err != nil {
 		return err
 	}
@@ -73,7 +79,8 @@ func (a *API) bulkDelete(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	res := bulkDeleteResult{PersonsFound: len(persons), EventsQueued: deleteEvents && len(persons) > 0, DeletionErrors: []map[string]string{}}
+	res := bulkDeleteResult{PersonsFound: len(persons), EventsQueued: deleteEvents && len(persons) > 0,
+		RecordingsQueued: deleteRecordings && len(persons) > 0, DeletionErrors: []map[string]string{}}
 	if !keepPerson && len(persons) > 0 {
 		// Count what the fold did: a person deleted meanwhile by
 		// another request is found but not deleted by this one.
@@ -87,7 +94,7 @@ func (a *API) bulkDelete(w http.ResponseWriter, r *http.Request) error {
 		}
 		res.PersonsDeleted = len(persons) - len(live)
 	}
-	writeJSON(w, http.StatusOK, res)
+	writeJSON(w, http.StatusAccepted, res)
 	return nil
 }
 
@@ -140,10 +147,11 @@ func (a *API) bulkTargets(r *http.Request, projectID uint64, body map[string]any
 		return nil, err
 	}
 	switch {
+	// PostHog's wording, which clients may match on.
 	case len(ids) > 0 && len(dids) > 0:
-		return nil, invalid("ids", "Give either distinct_ids or ids, not both.")
+		return nil, invalid("ids", "You must provide either distinct_ids or ids, not both.")
 	case len(ids) == 0 && len(dids) == 0:
-		return nil, invalid("ids", "Give the persons to delete: ids (integer ids or uuids) or distinct_ids, at most "+strconv.Itoa(MaxBulkDelete)+".")
+		return nil, invalid("ids", "You need to specify either distinct_ids or ids (integer ids or uuids), at most "+strconv.Itoa(MaxBulkDelete)+".")
 	}
 	var found []chstore.PersonRecord
 	seen := map[uint64]bool{}
@@ -195,7 +203,7 @@ func bodyList(body map[string]any, field string, max int) ([]any, error) {
 		return nil, invalid(field, field+" must be a list.")
 	}
 	if len(list) > max {
-		return nil, invalid(field, fmt.Sprintf("At most %d %s in one call; got %d.", max, field, len(list)))
+		return nil, invalid(field, fmt.Sprintf("You can only pass %d %s in one call; got %d.", max, field, len(list)))
 	}
 	return list, nil
 }
@@ -238,14 +246,19 @@ func personKeys(list []any) ([]uint64, []uuid.UUID, error) {
 
 // deleteEvents serves POST /persons/{id}/delete_events/: the deletion of
 // the person's events up to now is queued and the person stays (as
-// DELETE ...?keep_person=true&delete_events=true). 204 once folded; the
-// request's progress is in deletion_status/.
+// DELETE ...?keep_person=true&delete_events=true). 202, PostHog's status,
+// once the request is folded (queued); its progress is in
+// deletion_status/.
 func (a *API) deleteEvents(w http.ResponseWriter, r *http.Request) error {
 	projectID, p, err := a.targetPerson(r)
 	if err != nil {
 		return err
 	}
-	return a.applyCommand(w, r, projectID, command.DeletePersonEvents(commandDistinctID(p), p.ID))
+	if err := a.apply(r, projectID, command.DeletePersonEvents(commandDistinctID(p), p.ID)); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusAccepted)
+	return nil
 }
 
 // applyCommand publishes a command and answers 204 once it is folded.
@@ -341,18 +354,28 @@ func (a *API) deletionStatus(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// resetResult answers reset_person_distinct_id: the person the id was
-// detached from, as it is now (null when the id had no live owner).
+// resetResult answers reset_person_distinct_id: whether the id was
+// detached, and the person that owns or owned it, as it is now (null when
+// the id had no live owner).
 type resetResult struct {
-	Success bool           `json:"success"`
-	Person  *person.Person `json:"person"`
+	Success  bool           `json:"success"`
+	Detached bool           `json:"detached"`
+	Person   *person.Person `json:"person"`
+	Detail   string         `json:"detail,omitempty"`
 }
 
 // resetDistinctID serves POST /persons/reset_person_distinct_id/ with
 // {"distinct_id"}: the id leaves its person, so its next event starts a
-// fresh one. An id owned by nobody (unknown, or of a deleted person)
-// already does: nothing is recorded. A person's only id is refused: it
-// would leave a person no event can reach (delete the person instead).
+// fresh one. 202, PostHog's status, whenever the request is valid:
+//
+//   - an id owned by nobody (unknown, or of a deleted person: PostHog's
+//     flow is delete, then reset) already starts a fresh person: nothing
+//     is recorded;
+//   - a person's only id is not detached (detached false, and a detail
+//     saying why): it would leave a person no event can reach, holding
+//     its events and properties where nothing finds them; delete the
+//     person instead. This is also the state after delete, reset and a
+//     new event, which PostHog's reset leaves alone too.
 func (a *API) resetDistinctID(w http.ResponseWriter, r *http.Request) error {
 	proj, body, err := a.projectWithBody(r)
 	if err != nil {
@@ -372,16 +395,19 @@ func (a *API) resetDistinctID(w http.ResponseWriter, r *http.Request) error {
 	}
 	p, owned := owners[d]
 	if !owned {
-		writeJSON(w, http.StatusOK, resetResult{Success: true})
+		writeJSON(w, http.StatusAccepted, resetResult{Success: true})
 		return nil
 	}
 	if len(p.DistinctIDs) < 2 {
-		return invalid("distinct_id", fmt.Sprintf("%.80q is the only distinct id of person %d; a person needs one. Delete the person instead (DELETE /persons/%d/).", d, p.ID, p.ID))
+		pj := personJSON(p)
+		writeJSON(w, http.StatusAccepted, resetResult{Success: true, Person: &pj,
+			Detail: fmt.Sprintf("Not detached: %.80q is the only distinct id of person %d, and a person needs one. To start over, delete the person (DELETE /persons/%d/).", d, p.ID, p.ID)})
+		return nil
 	}
 	if err := a.apply(r, proj.ID, command.ResetDistinctID(d)); err != nil {
 		return err
 	}
-	res := resetResult{Success: true}
+	res := resetResult{Success: true, Detached: true}
 	after, err := a.store.GetPerson(r.Context(), proj.ID, p.ID)
 	switch {
 	case err == nil:
@@ -390,7 +416,7 @@ func (a *API) resetDistinctID(w http.ResponseWriter, r *http.Request) error {
 	case !errors.Is(err, chstore.ErrNotFound):
 		return err
 	}
-	writeJSON(w, http.StatusOK, res)
+	writeJSON(w, http.StatusAccepted, res)
 	return nil
 }
 

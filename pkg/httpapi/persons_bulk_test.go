@@ -43,6 +43,7 @@ func TestBulkDelete(t *testing.T) {
 		{`{}`, "ids"},
 		{`{"ids":[],"distinct_ids":[]}`, "ids"},
 		{`{"ids":[1],"distinct_ids":["p0"]}`, "ids"},
+		{`{"distinct_ids":["p0"],"delete_recordings":[]}`, "delete_recordings"},
 		{`{"ids":[` + many + `]}`, "ids"},
 		{`{"ids":["not-an-id"]}`, "ids"},
 		{`{"ids":[1.5]}`, "ids"},
@@ -56,6 +57,13 @@ func TestBulkDelete(t *testing.T) {
 			t.Errorf("%.60s: %d %s", c.body, r.status, r.body)
 		}
 	}
+	// PostHog's wording, which its clients and tests match on.
+	for body, words := range map[string]string{`{}`: "distinct_ids or ids", `{"ids":[1],"distinct_ids":["p0"]}`: "not both",
+		`{"ids":[` + many + `]}`: "You can only pass 1000 ids in one call"} {
+		if d := e.send("POST", e.keyAll, bulk, body).json(t)["detail"].(string); !strings.Contains(d, words) {
+			t.Errorf("%.40s: detail %q does not say %q", body, d, words)
+		}
+	}
 	wantError(t, e.send("POST", e.keyRead, bulk, `{"distinct_ids":["p0"]}`), 403, "authentication_error", "permission_denied")
 	if after, _ := e.listEmails("limit=100"); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("refused requests changed persons: %v -> %v", before, after)
@@ -65,7 +73,7 @@ func TestBulkDelete(t *testing.T) {
 	// unknown id.
 	body := fmt.Sprintf(`{"ids":[%v,%q,"%v",%v,999999],"delete_events":true}`, q0["id"], q1["uuid"], q0["id"], q1["id"])
 	r := e.send("POST", e.keyAll, bulk, body)
-	if r.status != 200 || strings.TrimSpace(string(r.body)) != `{"persons_found":2,"persons_deleted":2,"events_queued_for_deletion":true,"recordings_queued_for_deletion":false,"deletion_errors":[]}` {
+	if r.status != 202 || strings.TrimSpace(string(r.body)) != `{"persons_found":2,"persons_deleted":2,"events_queued_for_deletion":true,"recordings_queued_for_deletion":false,"deletion_errors":[]}` {
 		t.Fatalf("bulk delete by ids: %d %s", r.status, r.body)
 	}
 	for _, path := range []string{p0, p1} {
@@ -80,8 +88,8 @@ func TestBulkDelete(t *testing.T) {
 	}
 
 	// By distinct ids, keeping the persons: only their events are queued.
-	r = e.send("POST", e.keyAll, bulk, `{"distinct_ids":["p2","p2","nobody"],"keep_person":true,"delete_events":"true"}`)
-	if r.status != 200 || r.json(t)["persons_found"].(float64) != 1 || r.json(t)["persons_deleted"].(float64) != 0 {
+	r = e.send("POST", e.keyAll, bulk, `{"distinct_ids":["p2","p2","nobody"],"keep_person":true,"delete_events":"true","delete_recordings":true}`)
+	if r.status != 202 || r.json(t)["recordings_queued_for_deletion"] != true || r.json(t)["persons_found"].(float64) != 1 || r.json(t)["persons_deleted"].(float64) != 0 {
 		t.Fatalf("bulk delete keep_person: %d %s", r.status, r.body)
 	}
 	if got := e.get(e.keyAll, p2); got.status != 200 {
@@ -92,7 +100,7 @@ func TestBulkDelete(t *testing.T) {
 	}
 	// Nothing found: nothing to do, said so.
 	r = e.send("POST", e.keyAll, bulk, `{"distinct_ids":["nobody"],"delete_events":true}`)
-	if r.status != 200 || strings.TrimSpace(string(r.body)) != `{"persons_found":0,"persons_deleted":0,"events_queued_for_deletion":false,"recordings_queued_for_deletion":false,"deletion_errors":[]}` {
+	if r.status != 202 || strings.TrimSpace(string(r.body)) != `{"persons_found":0,"persons_deleted":0,"events_queued_for_deletion":false,"recordings_queued_for_deletion":false,"deletion_errors":[]}` {
 		t.Fatalf("bulk delete of nobody: %d %s", r.status, r.body)
 	}
 }
@@ -112,7 +120,7 @@ func TestDeleteEventsAndDeletionStatus(t *testing.T) {
 	}
 	wantError(t, e.send("POST", e.keyRead, path+"delete_events/", ""), 403, "authentication_error", "permission_denied")
 	wantError(t, e.send("POST", e.keyAll, fmt.Sprintf("/api/projects/%d/persons/999999/delete_events/", e.projectA.ID), ""), 404, "invalid_request", "not_found")
-	if r := e.send("POST", e.keyAll, path+"delete_events/", ""); r.status != 204 {
+	if r := e.send("POST", e.keyAll, path+"delete_events/", ""); r.status != 202 || len(r.body) != 0 {
 		t.Fatalf("delete_events: %d %s", r.status, r.body)
 	}
 	if r := e.get(e.keyAll, path); r.status != 200 {
@@ -174,7 +182,6 @@ func TestResetPersonDistinctID(t *testing.T) {
 	path, p := e.personPath("p4")
 	for _, c := range []struct{ body, attr string }{
 		{`{}`, "distinct_id"}, {`{"distinct_id":""}`, "distinct_id"}, {`{"distinct_id":7}`, "distinct_id"},
-		{`{"distinct_id":"p0"}`, "distinct_id"}, // p0 is its person's only id
 		{`[1]`, "body"},
 	} {
 		r := e.send("POST", e.keyAll, reset, c.body)
@@ -183,14 +190,23 @@ func TestResetPersonDistinctID(t *testing.T) {
 		}
 	}
 	wantError(t, e.send("POST", e.keyRead, reset, `{"distinct_id":"p4"}`), 403, "authentication_error", "permission_denied")
-	if r := e.send("POST", e.keyAll, reset, `{"distinct_id":"nobody"}`); r.status != 200 || strings.TrimSpace(string(r.body)) != `{"success":true,"person":null}` {
+	if r := e.send("POST", e.keyAll, reset, `{"distinct_id":"nobody"}`); r.status != 202 || strings.TrimSpace(string(r.body)) != `{"success":true,"detached":false,"person":null}` {
 		t.Fatalf("reset of an unknown id: %d %s", r.status, r.body)
+	}
+	// A person's only id stays: 202, not detached, the person unchanged.
+	p0Path, p0 := e.personPath("p0")
+	if r := e.send("POST", e.keyAll, reset, `{"distinct_id":"p0"}`); r.status != 202 || r.json(t)["detached"] != false ||
+		r.json(t)["person"].(map[string]any)["id"] != p0["id"] || !strings.Contains(r.json(t)["detail"].(string), "only distinct id") {
+		t.Fatalf("reset of an only id: %d %s", r.status, r.body)
+	}
+	if kinds := e.activityKinds(p0Path); len(kinds) != 0 {
+		t.Fatalf("a reset that detached nothing was logged: %v", kinds)
 	}
 
 	r := e.send("POST", e.keyAll, reset, `{"distinct_id":"`+anon+`"}`)
 	m := r.json(t)
 	after, _ := m["person"].(map[string]any)
-	if r.status != 200 || after == nil || fmt.Sprint(after["distinct_ids"]) != "[p4]" || after["id"] != p["id"] {
+	if r.status != 202 || m["detached"] != true || after == nil || fmt.Sprint(after["distinct_ids"]) != "[p4]" || after["id"] != p["id"] {
 		t.Fatalf("reset: %d %s", r.status, r.body)
 	}
 	kinds := e.activityKinds(path)
@@ -204,6 +220,15 @@ func TestResetPersonDistinctID(t *testing.T) {
 	}
 	if again := e.get(e.keyAll, path).json(t); fmt.Sprint(again["distinct_ids"]) != "[p4]" || again["properties"].(map[string]any)["email"] != "four@acme.io" {
 		t.Fatalf("the former owner: %v", again)
+	}
+
+	// PostHog's flow: delete the person, then reset its id. The id is
+	// owned by nobody: 202, nothing to do, nothing recorded.
+	if r := e.do("DELETE", e.keyAll, freshPath); r.status != 204 {
+		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	if r := e.send("POST", e.keyAll, reset, `{"distinct_id":"`+anon+`"}`); r.status != 202 || strings.TrimSpace(string(r.body)) != `{"success":true,"detached":false,"person":null}` {
+		t.Fatalf("reset after delete: %d %s", r.status, r.body)
 	}
 
 	e.wantReplayGivesTheSameTables()

@@ -201,6 +201,10 @@ func TestRetrieve(t *testing.T) {
 	if want := fmt.Sprintf("/api/projects/%d/persons/?distinct_id=p%%2B4", e.projectA.ID); bad["attr"] != "id" || !strings.Contains(bad["detail"].(string), want) {
 		t.Fatalf("retrieve by a distinct id: %v, want the detail to name %s", bad, want)
 	}
+	// PostHog's sentence, which its clients match on, comes first.
+	if d := bad["detail"].(string); !strings.HasPrefix(d, "The ID provided does not look like a personID. If you are using a distinctId, please use /persons?distinct_id=p+4 instead.") {
+		t.Fatalf("detail %q is not in PostHog's words", d)
+	}
 	// A person of project A is not found through project B's key and path.
 	wantError(t, e.get(e.keyB, fmt.Sprintf("/api/projects/%d/persons/%d/", e.projectB.ID, id)), 404, "invalid_request", "not_found")
 }

@@ -34,7 +34,7 @@ func TestPersonUUIDsAfterResetSplitAndDelete(t *testing.T) {
 	deletedPath, deleted := e.personPath("d1")
 
 	reset := fmt.Sprintf("/api/projects/%d/persons/reset_person_distinct_id/", e.projectA.ID)
-	if r := e.send("POST", e.keyAll, reset, `{"distinct_id":"r1"}`); r.status != 200 {
+	if r := e.send("POST", e.keyAll, reset, `{"distinct_id":"r1"}`); r.status != 202 {
 		t.Fatalf("reset: %d %s", r.status, r.body)
 	}
 	r := e.send("POST", e.keyAll, splitPath+"split/", `{"main_distinct_id":"s2"}`)
