@@ -324,3 +324,10 @@ func (s *Store) queryPersons(ctx context.Context, sql string, args ...any) ([]Pe
 func (s *Store) PersonEvents(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) ([]eventstore.TimelineEvent, error) {
 	return s.events.PersonEvents(ctx, projectID, distinctIDs, until)
 }
+
+// PersonUpdates returns, in stream order, the events of the given
+// distinct ids up to until that update person properties
+// (eventstore.Store.PersonUpdates), for a person's properties at a moment.
+func (s *Store) PersonUpdates(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) ([]eventstore.TimelineEvent, bool, error) {
+	return s.events.PersonUpdates(ctx, projectID, distinctIDs, until)
+}

@@ -36,6 +36,9 @@ type Persons interface {
 	PersonsByUUID(ctx context.Context, projectID uint64, uuids []uuid.UUID) (map[uuid.UUID]chstore.PersonRecord, error)
 	PersonsByDistinctID(ctx context.Context, projectID uint64, distinctIDs []string) (map[string]chstore.PersonRecord, error)
 	PersonEvents(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) ([]eventstore.TimelineEvent, error)
+	// PersonUpdates: the property-updating events of distinctIDs up to
+	// until, in stream order; false when there are too many to fold.
+	PersonUpdates(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) ([]eventstore.TimelineEvent, bool, error)
 	PropertyValues(ctx context.Context, projectID uint64, key, contains string) ([]chstore.PropertyValue, error)
 	// CountPropertyValues gives PropertyValues' answer from counts kept
 	// since the ingester's committed sequence (read before the call).
@@ -226,13 +229,16 @@ func (a *API) routes() []route {
 	add("PATCH", "/api/projects/{project_id}/", []string{"project:write"}, 0, a.patchProject)
 	add("GET", "/api/projects/{project_id}/persons/", read, 0, a.listPersons).Stream = true
 	add("GET", "/api/projects/{project_id}/persons/values/", read, 0, a.propertyValues)
+	add("GET", "/api/projects/{project_id}/persons/properties_at_time/", read, 0, a.propertiesAtTime)
 	if a.cohorts != nil {
 		add("GET", "/api/projects/{project_id}/persons/cohorts/", []string{"person:read", "cohort:read"}, 0, a.personCohorts)
 	}
-	// batch_by_distinct_ids, bulk_delete, reset_person_distinct_id,
-	// deletion_status, {id}/delete_events/: persons_bulk.go.
+	// batch_by_distinct_ids, batch_by_uuids, bulk_delete,
+	// reset_person_distinct_id, deletion_status, {id}/delete_events/:
+	// persons_bulk.go.
 	for _, m := range []string{"GET", "POST"} {
 		add(m, "/api/projects/{project_id}/persons/batch_by_distinct_ids/", read, personBody, a.batchByDistinctIDs)
+		add(m, "/api/projects/{project_id}/persons/batch_by_uuids/", read, personBody, a.batchByUUIDs)
 	}
 	if a.writes != nil {
 		add("GET", "/api/projects/{project_id}/persons/activity/", activityRead, 0, a.personActivity)

@@ -425,6 +425,47 @@ func (a *API) resetDistinctID(w http.ResponseWriter, r *http.Request) error {
 // each distinct id to the person owning it; ids owned by nobody are
 // absent. At most MaxBatchLookup ids. CSV: a row per id found.
 func (a *API) batchByDistinctIDs(w http.ResponseWriter, r *http.Request) error {
+	return a.batchLookup(w, r, "distinct_ids", "distinct_id", func(r *http.Request, projectID uint64, names []string) (map[string]chstore.PersonRecord, error) {
+		return a.store.PersonsByDistinctID(r.Context(), projectID, names)
+	})
+}
+
+// batchByUUIDs serves GET (?uuids=<JSON list>) and POST ({"uuids": [...]})
+// /persons/batch_by_uuids/, PostHog's route: a map from each uuid (in
+// canonical form) to its live person; uuids of nobody are absent. At most
+// MaxBatchLookup; a string that is not a uuid is a 400. CSV: a row per
+// uuid found.
+func (a *API) batchByUUIDs(w http.ResponseWriter, r *http.Request) error {
+	return a.batchLookup(w, r, "uuids", "uuid", func(r *http.Request, projectID uint64, names []string) (map[string]chstore.PersonRecord, error) {
+		uuids := make([]uuid.UUID, len(names))
+		for i, n := range names {
+			u, err := uuid.Parse(n)
+			if err != nil {
+				return nil, invalid("uuids", fmt.Sprintf("One or more UUIDs are invalid: %.80q is not a uuid.", n))
+			}
+			// The canonical form keys the answer (as PostHog's), the
+			// CSV's rows too: batchLookup reads names after find.
+			uuids[i], names[i] = u, u.String()
+		}
+		found, err := a.store.PersonsByUUID(r.Context(), projectID, uuids)
+		out := make(map[string]chstore.PersonRecord, len(found))
+		for i, u := range uuids {
+			if p, ok := found[u]; ok {
+				out[names[i]] = p
+			}
+		}
+		return out, err
+	})
+}
+
+// batchLookup serves the batch lookups: the names listed in field (a JSON
+// list in the query of a GET, in the body of a POST; at most
+// MaxBatchLookup strings) mapped to the persons find gives, as
+// {"results": {name: Person}}, or in CSV a row per name found (column
+// column, then the person). find may rewrite names in place, to the form
+// its answer is keyed by.
+func (a *API) batchLookup(w http.ResponseWriter, r *http.Request, field, column string,
+	find func(r *http.Request, projectID uint64, names []string) (map[string]chstore.PersonRecord, error)) error {
 	proj, err := a.project(r)
 	if err != nil {
 		return err
@@ -435,27 +476,27 @@ func (a *API) batchByDistinctIDs(w http.ResponseWriter, r *http.Request) error {
 	}
 	var list []any
 	if r.Method == http.MethodGet {
-		if raw := r.URL.Query().Get("distinct_ids"); raw != "" {
+		if raw := r.URL.Query().Get(field); raw != "" {
 			var v any
 			if json.Unmarshal([]byte(raw), &v) != nil {
-				return invalid("distinct_ids", "distinct_ids must be a JSON list of strings, e.g. [\"a\",\"b\"].")
+				return invalid(field, field+" must be a JSON list of strings, e.g. [\"a\",\"b\"].")
 			}
-			list, err = bodyList(map[string]any{"distinct_ids": v}, "distinct_ids", MaxBatchLookup)
+			list, err = bodyList(map[string]any{field: v}, field, MaxBatchLookup)
 		}
 	} else {
 		var body map[string]any
 		if body, err = readObject(r); err == nil {
-			list, err = bodyList(body, "distinct_ids", MaxBatchLookup)
+			list, err = bodyList(body, field, MaxBatchLookup)
 		}
 	}
 	if err != nil {
 		return err
 	}
-	names, err := stringItems("distinct_ids", list)
+	names, err := stringItems(field, list)
 	if err != nil {
 		return err
 	}
-	found, err := a.store.PersonsByDistinctID(r.Context(), proj.ID, names)
+	found, err := find(r, proj.ID, names)
 	if err != nil {
 		return err
 	}
@@ -471,10 +512,10 @@ func (a *API) batchByDistinctIDs(w http.ResponseWriter, r *http.Request) error {
 	defer out.Close()
 	for _, d := range names {
 		if p, ok := results[d]; ok {
-			if err := out.Add(map[string]any{"distinct_id": d, "person": p}); err != nil {
+			if err := out.Add(map[string]any{column: d, "person": p}); err != nil {
 				return err
 			}
-			delete(results, d) // a repeated id is one row
+			delete(results, d) // a repeated name is one row
 		}
 	}
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")

@@ -281,3 +281,70 @@ func TestBatchByDistinctIDs(t *testing.T) {
 		t.Fatalf("CSV: %d %q", r.status, r.body)
 	}
 }
+
+// TestBatchByUUIDs: PostHog's batch_by_uuids: a map from each uuid (in
+// canonical form) to its live person, uuids of nobody (or of a deleted
+// person) absent; at most 200; a string that is not a uuid is a 400 in
+// PostHog's words; GET with a JSON list and CSV as batch_by_distinct_ids.
+func TestBatchByUUIDs(t *testing.T) {
+	e := newEnv(t)
+	seed(e)
+	e.startIngester()
+	batch := fmt.Sprintf("/api/projects/%d/persons/batch_by_uuids/", e.projectA.ID)
+	_, p0 := e.personPath("p0")
+	p4Path, p4 := e.personPath("p4")
+	u0, u4 := p0["uuid"].(string), p4["uuid"].(string)
+	const nobody = "00000000-0000-4000-8000-000000000000"
+	names := func(r response) string {
+		t.Helper()
+		var out []string
+		for u, p := range r.json(t)["results"].(map[string]any) {
+			out = append(out, u+"="+p.(map[string]any)["name"].(string))
+		}
+		sort.Strings(out)
+		return fmt.Sprint(out)
+	}
+	want := fmt.Sprint(sortedStrings(u0+"=zero@acme.io", u4+"=four@acme.io"))
+	body := fmt.Sprintf(`{"uuids":[%q,%q,%q,%q]}`, u0, strings.ToUpper(u4), nobody, u0)
+	if r := e.send("POST", e.keyRead, batch, body); r.status != 200 || names(r) != want {
+		t.Fatalf("POST: %d %s, want %s", r.status, r.body, want)
+	}
+	if r := e.get(e.keyRead, batch+"?uuids="+url.QueryEscape(fmt.Sprintf(`[%q,%q]`, u4, u0))); r.status != 200 || names(r) != want {
+		t.Fatalf("GET: %d %s", r.status, r.body)
+	}
+	if r := e.send("POST", e.keyRead, batch, `{"uuids":[]}`); r.status != 200 || strings.TrimSpace(string(r.body)) != `{"results":{}}` {
+		t.Fatalf("no uuids: %d %s", r.status, r.body)
+	}
+	many := `[` + strings.TrimSuffix(strings.Repeat(`"`+nobody+`",`, MaxBatchLookup+1), ",") + `]`
+	for _, b := range []string{`{"uuids":["p0"]}`, `{"uuids":[1]}`, `{"uuids":"` + u0 + `"}`, `{"uuids":` + many + `}`} {
+		r := e.send("POST", e.keyRead, batch, b)
+		if m := wantError(t, r, 400, "validation_error", "invalid_input"); m["attr"] != "uuids" {
+			t.Errorf("%.40s: attr %v", b, m["attr"])
+		}
+	}
+	if d := e.send("POST", e.keyRead, batch, `{"uuids":["p0"]}`).json(t)["detail"].(string); !strings.HasPrefix(d, "One or more UUIDs are invalid") {
+		t.Errorf("detail %q is not in PostHog's words", d)
+	}
+	wantError(t, e.send("POST", e.keyB, batch, body), 404, "invalid_request", "not_found")
+
+	r := e.send("POST", e.keyRead, batch+"?format=csv", fmt.Sprintf(`{"uuids":[%q,%q]}`, strings.ToUpper(u4), u0))
+	lines := strings.Split(strings.TrimSpace(string(r.body)), "\r\n")
+	// Columns sorted: person.* then uuid, canonical as in JSON.
+	if r.status != 200 || len(lines) != 3 || !strings.HasSuffix(lines[0], ",uuid") ||
+		!strings.HasSuffix(lines[1], ","+u4) || !strings.HasSuffix(lines[2], ","+u0) {
+		t.Fatalf("CSV: %d %q", r.status, r.body)
+	}
+
+	// A deleted person's uuid names nobody.
+	if r := e.do("DELETE", e.keyAll, p4Path); r.status != 204 {
+		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	if r := e.send("POST", e.keyRead, batch, body); r.status != 200 || names(r) != fmt.Sprint([]string{u0 + "=zero@acme.io"}) {
+		t.Fatalf("after delete: %d %s", r.status, r.body)
+	}
+}
+
+func sortedStrings(s ...string) []string {
+	sort.Strings(s)
+	return s
+}

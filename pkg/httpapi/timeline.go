@@ -2,10 +2,16 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/personhub/personhub/pkg/chstore"
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
+	"github.com/personhub/personhub/pkg/person"
 	"github.com/personhub/personhub/pkg/propfilter"
 	"github.com/personhub/personhub/pkg/timeline"
 )
@@ -110,4 +116,123 @@ func (a *API) propertiesTimeline(w http.ResponseWriter, r *http.Request) error {
 		"effective_date_to":     to.Format(time.RFC3339),
 	})
 	return nil
+}
+
+// pointInTime is properties_at_time's metadata: PostHog's fields, and
+// which events were applied.
+type pointInTime struct {
+	QueriedTimestamp   string        `json:"queried_timestamp"`
+	IncludeSetOnce     bool          `json:"include_set_once"`
+	DistinctIDUsed     *string       `json:"distinct_id_used"`
+	PersonIDUsed       *string       `json:"person_id_used"`
+	QueryMode          string        `json:"query_mode"`
+	DistinctIDsQueried []string      `json:"distinct_ids_queried"`
+	DistinctIDsCount   int           `json:"distinct_ids_count"`
+	EventsApplied      int           `json:"events_applied"`
+	LastEventApplied   *appliedEvent `json:"last_event_applied"`
+}
+
+// appliedEvent names an event applied.
+type appliedEvent struct {
+	UUID      string `json:"uuid"`
+	Event     string `json:"event"`
+	Timestamp string `json:"timestamp"`
+}
+
+// propertiesAtTime serves GET /persons/properties_at_time/ (PostHog's
+// route): the person named by distinct_id or person_id (integer id or
+// uuid), with its properties as of timestamp: the $set (and, with
+// include_set_once, $set_once) and $unset of its events at or before
+// that moment, folded in the order the ingester folded them. The log
+// keeps every event, so the answer is exact for any moment (PostHog
+// replays the 60 days of events it keeps).
+func (a *API) propertiesAtTime(w http.ResponseWriter, r *http.Request) error {
+	proj, err := a.project(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	did, pid := q.Get("distinct_id"), q.Get("person_id")
+	// PostHog's sentences, which its clients may match on.
+	switch {
+	case did != "" && pid != "":
+		return invalid("person_id", "Cannot provide both distinct_id and person_id - choose one.")
+	case did == "" && pid == "":
+		return invalid("distinct_id", "Must provide either distinct_id or person_id parameter.")
+	}
+	raw := q.Get("timestamp")
+	if raw == "" {
+		return invalid("timestamp", "timestamp parameter is required (ISO format: 2023-06-15T14:30:00Z).")
+	}
+	at, ok := parseMoment(raw)
+	if !ok {
+		return invalid("timestamp", "Invalid timestamp format. Use ISO format like 2023-06-15T14:30:00Z.")
+	}
+	setOnce, err := parseBool("include_set_once", q.Get("include_set_once"))
+	if err != nil {
+		return err
+	}
+	meta := pointInTime{QueriedTimestamp: at.Format(time.RFC3339Nano), IncludeSetOnce: setOnce, QueryMode: "person_id"}
+	var p chstore.PersonRecord
+	if did != "" {
+		meta.DistinctIDUsed, meta.QueryMode = &did, "distinct_id"
+		found, err := a.store.PersonsByDistinctID(r.Context(), proj.ID, []string{did})
+		if err != nil {
+			return err
+		}
+		var ok bool
+		if p, ok = found[did]; !ok {
+			return &Error{Status: http.StatusNotFound, Type: "invalid_request", Code: "not_found", Detail: fmt.Sprintf("Person with distinct_id %.200q not found.", did)}
+		}
+	} else {
+		meta.PersonIDUsed = &pid
+		if id, err := parseID(pid); err == nil {
+			p, err = a.store.GetPerson(r.Context(), proj.ID, id)
+			if err != nil {
+				return err
+			}
+		} else if u, err := uuid.Parse(pid); err == nil {
+			if p, err = a.store.GetPersonByUUID(r.Context(), proj.ID, u); err != nil {
+				return err
+			}
+		} else {
+			return invalid("person_id", "person_id must be a person's integer id or uuid.")
+		}
+	}
+	events, complete, err := a.store.PersonUpdates(r.Context(), proj.ID, p.DistinctIDs, at)
+	if err != nil {
+		return err
+	}
+	if !complete {
+		return invalid("timestamp", fmt.Sprintf("The person has more than %d property updates up to %s; they cannot be folded in one request.", eventstore.MaxPersonUpdates, raw))
+	}
+	list := make([]timeline.Event, len(events))
+	for i, e := range events {
+		list[i] = timeline.Event{Name: e.Name, Timestamp: e.Timestamp, Properties: e.Properties}
+	}
+	out := personJSON(p)
+	out.Properties = timeline.At(list, setOnce)
+	meta.DistinctIDsQueried = append([]string{}, out.DistinctIDs...)
+	meta.DistinctIDsCount, meta.EventsApplied = len(out.DistinctIDs), len(events)
+	if n := len(events); n > 0 {
+		e := events[n-1]
+		meta.LastEventApplied = &appliedEvent{UUID: e.UUID.String(), Event: e.Name, Timestamp: e.Timestamp.Format(time.RFC3339Nano)}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		person.Person
+		Meta pointInTime `json:"point_in_time_metadata"`
+	}{out, meta})
+	return nil
+}
+
+// parseMoment reads properties_at_time's timestamp as PostHog does (ISO
+// 8601: with Z or an offset, or without, meaning UTC; a date alone is its
+// midnight, UTC).
+func parseMoment(s string) (time.Time, bool) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "2006-01-02"} {
+		if t, err := time.Parse(layout, strings.TrimSpace(s)); err == nil {
+			return t.UTC(), true
+		}
+	}
+	return time.Time{}, false
 }

@@ -117,8 +117,23 @@ func project(state map[string]any, keys []string) map[string]any {
 	return out
 }
 
+// At folds the property updates of events (in stream order, each at or
+// before the moment asked for: the caller selects them) into the
+// properties they give, as Build's state: $set_once (only with setOnce),
+// then $set, then $unset of each event.
+func At(events []Event, setOnce bool) map[string]any {
+	state := map[string]any{}
+	for _, ev := range events {
+		fold(state, ev.Properties, setOnce)
+	}
+	return state
+}
+
 // apply folds one event's property updates into state.
-func apply(state map[string]any, raw string) {
+func apply(state map[string]any, raw string) { fold(state, raw, true) }
+
+// fold is apply, $set_once read only with setOnce.
+func fold(state map[string]any, raw string, setOnce bool) {
 	var props struct {
 		Set     map[string]any  `json:"$set"`
 		SetOnce map[string]any  `json:"$set_once"`
@@ -130,7 +145,7 @@ func apply(state map[string]any, raw string) {
 		return
 	}
 	for k, v := range props.SetOnce {
-		if _, ok := state[k]; !ok {
+		if _, ok := state[k]; !ok && setOnce {
 			state[k] = v
 		}
 	}

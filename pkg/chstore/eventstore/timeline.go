@@ -4,11 +4,14 @@ import (
 	"context"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // TimelineEvent is an event of a person for the properties timeline.
 type TimelineEvent struct {
+	UUID       uuid.UUID // PersonUpdates only
 	Name       string
 	Timestamp  time.Time
 	Properties string
@@ -43,4 +46,47 @@ func (s *Store) PersonEvents(ctx context.Context, projectID uint64, distinctIDs 
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// MaxPersonUpdates bounds the property-updating events read for one
+// person's properties at a moment (PersonUpdates).
+const MaxPersonUpdates = 100_000
+
+// PersonUpdates returns, in stream order (the order the ingester folded
+// them), the events of the given distinct ids at or before until (to the
+// millisecond) that carry person property updates: $set, $set_once or
+// $unset in their stored properties, which hold them at the top level in
+// canonical text. complete is false when there are more than
+// MaxPersonUpdates: out then holds the first ones only.
+func (s *Store) PersonUpdates(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) (out []TimelineEvent, complete bool, err error) {
+	if len(distinctIDs) == 0 {
+		return nil, true, nil
+	}
+	until = until.UTC()
+	rows, err := s.conn.Query(statement.Bound(ctx, nil), `SELECT uuid, event, timestamp, timestamp_ms, properties FROM events FINAL
+		WHERE project_id = ? AND distinct_id IN ? AND timestamp <= ?
+			AND (position(properties, ?) > 0 OR position(properties, ?) > 0)
+		ORDER BY seq LIMIT ?`,
+		projectID, statement.Set(distinctIDs), until.Truncate(time.Second), `"$set`, `"$unset"`, MaxPersonUpdates+1)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var e TimelineEvent
+		var ms uint16
+		if err := rows.Scan(&e.UUID, &e.Name, &e.Timestamp, &ms, &e.Properties); err != nil {
+			return nil, false, err
+		}
+		if n++; n > MaxPersonUpdates {
+			return out, false, rows.Err()
+		}
+		// The second is compared in the statement, the millisecond here.
+		if e.Timestamp = e.Timestamp.Add(time.Duration(ms) * time.Millisecond).UTC(); e.Timestamp.After(until) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, true, rows.Err()
 }
