@@ -74,6 +74,17 @@ func SplitPerson(personID uint64, main string, moved []string) []Command {
 	return out
 }
 
+// MergePersons merges the persons owning sources into the person owning
+// target: one $merge_dangerously each (it merges identified persons too),
+// recorded under target with the source as alias.
+func MergePersons(target string, sources []string) []Command {
+	out := make([]Command, 0, len(sources))
+	for _, s := range sources {
+		out = append(out, Command{Event: event.MergeDangerously, DistinctID: target, properties: []member{{"alias", s}}})
+	}
+	return out
+}
+
 // ResetDistinctID detaches distinctID from the person owning it.
 func ResetDistinctID(distinctID string) Command {
 	return Command{Event: event.ResetPersonDistinctID, DistinctID: distinctID}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/person"
 )
@@ -158,7 +159,28 @@ func (f *Folder) merge(ctx context.Context, in Input, other string, dangerous bo
 		f.assign(in, d, target)
 	}
 	f.update(target, in, identify)
+	if a := actorOf(ev); a != nil {
+		f.recordMerge(in, a, target, source, other)
+	}
 	return resolved(target), nil
+}
+
+// recordMerge adds the activity entries of a merge made through the API
+// (persons/{id}/merge/): "merge" on the person kept, "merged_into" on the
+// one merged away. Their details come from the event and the persons'
+// uuids alone, so a redelivery after a crash writes the same entries; the
+// second entry's id is derived from the event's uuid (an entry's id is
+// its identity in the log table).
+func (f *Folder) recordMerge(in Input, a *event.Actor, target, source *personState, other string) {
+	tu, su := target.row.UUID.String(), source.row.UUID.String()
+	f.recordDetail(in, a, target, "merge", activity.Detail{Name: &tu, Changes: []activity.Change{{
+		Type: "Person", Action: "merged", After: map[string]any{"merged_person_uuid": su, "distinct_id": other},
+	}}})
+	into := in
+	into.Event.UUID = uuid.NewSHA1(in.Event.UUID, []byte("merged_into"))
+	f.recordDetail(into, a, source, "merged_into", activity.Detail{Name: &su, Changes: []activity.Change{{
+		Type: "Person", Action: "merged", After: map[string]any{"into_person_uuid": tu, "distinct_id": in.Event.DistinctID},
+	}}})
 }
 
 // refuse records that a merge of an already identified person was refused.

@@ -271,6 +271,7 @@ func (a *API) routes() []route {
 		add("POST", "/api/projects/{project_id}/persons/{id}/update_property/", write, personBody, a.updateProperty)
 		add("POST", "/api/projects/{project_id}/persons/{id}/delete_property/", write, personBody, a.deleteProperty)
 		add("POST", "/api/projects/{project_id}/persons/{id}/split/", write, personBody, a.splitPersonHandler)
+		add("POST", "/api/projects/{project_id}/persons/{id}/merge/", write, personBody, a.mergePersons)
 		add("POST", "/api/projects/{project_id}/persons/{id}/delete_events/", write, personBody, a.deleteEvents)
 		add("GET", "/api/projects/{project_id}/persons/{id}/activity/", activityRead, 0, a.personActivity)
 	}

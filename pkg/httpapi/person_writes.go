@@ -295,6 +295,58 @@ func (a *API) splitPersonHandler(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// mergeResult answers merge/: the person kept, as it is now, and the
+// persons merged into it.
+type mergeResult struct {
+	Success bool          `json:"success"`
+	Person  person.Person `json:"person"`
+	Merged  []mergedJSON  `json:"merged"`
+}
+
+type mergedJSON struct {
+	ID   uint64    `json:"id"`
+	UUID uuid.UUID `json:"uuid"`
+}
+
+// mergePersons serves POST /persons/{id}/merge/ with {"ids": [...]} or
+// {"distinct_ids": [...]} (at most MaxMerge): each person named is merged
+// into this one, as a $merge_dangerously of one of its distinct ids would
+// (identified persons too): its distinct ids move here, its properties
+// are kept where this person has none of the same key, the earlier
+// creation time is kept, and it is gone. Names of nobody, and this person
+// itself, are skipped. split/ takes ids off again. Answered once folded.
+func (a *API) mergePersons(w http.ResponseWriter, r *http.Request) error {
+	projectID, p, body, err := a.targetWithBody(r)
+	if err != nil {
+		return err
+	}
+	found, err := a.bulkTargets(r, projectID, body, MaxMerge)
+	if err != nil {
+		return err
+	}
+	res := mergeResult{Success: true, Merged: []mergedJSON{}}
+	var sources []string
+	for _, o := range found {
+		if o.ID == p.ID || len(o.DistinctIDs) == 0 {
+			continue
+		}
+		sources = append(sources, o.DistinctIDs[0])
+		res.Merged = append(res.Merged, mergedJSON{ID: o.ID, UUID: o.UUID})
+	}
+	if len(sources) > 0 {
+		if err := a.apply(r, projectID, command.MergePersons(p.DistinctIDs[0], sources)...); err != nil {
+			return err
+		}
+	}
+	after, err := a.store.GetPerson(r.Context(), projectID, p.ID)
+	if err != nil {
+		return err
+	}
+	res.Person = personJSON(after)
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
 // splitTargets validates a split request against the person's distinct
 // ids and returns the id the person keeps the split events under (main)
 // and the ids to move off. Any invalid request is refused before anything

@@ -22,6 +22,8 @@ import (
 const (
 	// MaxBulkDelete is the most persons one bulk_delete names.
 	MaxBulkDelete = 1000
+	// MaxMerge is the most persons one merge names.
+	MaxMerge = 100
 	// MaxBatchLookup is the most distinct ids one batch_by_distinct_ids
 	// looks up (PostHog silently drops the rest; here it is a 400).
 	MaxBatchLookup = 200
@@ -59,7 +61,7 @@ func (a *API) bulkDelete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	persons, err := a.bulkTargets(r, proj.ID, body)
+	persons, err := a.bulkTargets(r, proj.ID, body, MaxBulkDelete)
 	if err != nil {
 		return err
 	}
@@ -134,15 +136,15 @@ func bodyBool(body map[string]any, field string) (bool, error) {
 	return false, invalid(field, field+" must be true or false.")
 }
 
-// bulkTargets resolves bulk_delete's ids or distinct_ids (exactly one of
-// them, at most MaxBulkDelete) to the live persons they name, each once.
-// Names that match no live person are skipped, as in PostHog.
-func (a *API) bulkTargets(r *http.Request, projectID uint64, body map[string]any) ([]chstore.PersonRecord, error) {
-	ids, err := bodyList(body, "ids", MaxBulkDelete)
+// bulkTargets resolves the ids or distinct_ids of bulk_delete and merge
+// (exactly one of them, at most max) to the live persons they name, each
+// once. Names that match no live person are skipped, as in PostHog.
+func (a *API) bulkTargets(r *http.Request, projectID uint64, body map[string]any, max int) ([]chstore.PersonRecord, error) {
+	ids, err := bodyList(body, "ids", max)
 	if err != nil {
 		return nil, err
 	}
-	dids, err := bodyList(body, "distinct_ids", MaxBulkDelete)
+	dids, err := bodyList(body, "distinct_ids", max)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +153,7 @@ func (a *API) bulkTargets(r *http.Request, projectID uint64, body map[string]any
 	case len(ids) > 0 && len(dids) > 0:
 		return nil, invalid("ids", "You must provide either distinct_ids or ids, not both.")
 	case len(ids) == 0 && len(dids) == 0:
-		return nil, invalid("ids", "You need to specify either distinct_ids or ids (integer ids or uuids), at most "+strconv.Itoa(MaxBulkDelete)+".")
+		return nil, invalid("ids", "You need to specify either distinct_ids or ids (integer ids or uuids), at most "+strconv.Itoa(max)+".")
 	}
 	var found []chstore.PersonRecord
 	seen := map[uint64]bool{}
