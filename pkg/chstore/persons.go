@@ -325,6 +325,12 @@ func (s *Store) PersonEvents(ctx context.Context, projectID uint64, distinctIDs 
 	return s.events.PersonEvents(ctx, projectID, distinctIDs, until)
 }
 
+// EachPersonEvent streams the stored events of the given distinct ids in
+// stream order (eventstore.Store.EachPersonEvent), for a person's export.
+func (s *Store) EachPersonEvent(ctx context.Context, projectID uint64, distinctIDs []string, updatesOnly bool, fn func(eventstore.PersonEvent) error) error {
+	return s.events.EachPersonEvent(ctx, projectID, distinctIDs, updatesOnly, fn)
+}
+
 // PersonUpdates returns, in stream order, the events of the given
 // distinct ids up to until that update person properties
 // (eventstore.Store.PersonUpdates), for a person's properties at a moment.

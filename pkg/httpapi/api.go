@@ -39,6 +39,8 @@ type Persons interface {
 	// PersonUpdates: the property-updating events of distinctIDs up to
 	// until, in stream order; false when there are too many to fold.
 	PersonUpdates(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) ([]eventstore.TimelineEvent, bool, error)
+	// EachPersonEvent streams the events of distinctIDs in stream order.
+	EachPersonEvent(ctx context.Context, projectID uint64, distinctIDs []string, updatesOnly bool, fn func(eventstore.PersonEvent) error) error
 	PropertyValues(ctx context.Context, projectID uint64, key, contains string) ([]chstore.PropertyValue, error)
 	// CountPropertyValues gives PropertyValues' answer from counts kept
 	// since the ingester's committed sequence (read before the call).
@@ -274,6 +276,7 @@ func (a *API) routes() []route {
 		add("POST", "/api/projects/{project_id}/persons/{id}/merge/", write, personBody, a.mergePersons)
 		add("POST", "/api/projects/{project_id}/persons/{id}/delete_events/", write, personBody, a.deleteEvents)
 		add("GET", "/api/projects/{project_id}/persons/{id}/activity/", activityRead, 0, a.personActivity)
+		add("GET", "/api/projects/{project_id}/persons/{id}/export/", read, 0, a.exportPerson).Stream = true
 	}
 
 	if a.cohorts != nil {

@@ -90,3 +90,46 @@ func (s *Store) PersonUpdates(ctx context.Context, projectID uint64, distinctIDs
 	}
 	return out, true, rows.Err()
 }
+
+// PersonEvent is one stored event of a person, as an export shows it.
+type PersonEvent struct {
+	UUID       uuid.UUID
+	Name       string
+	DistinctID string
+	Timestamp  time.Time
+	Properties string // the stored JSON object
+}
+
+// EachPersonEvent calls fn with every stored event of the given distinct
+// ids, in stream order, reading them as a stream (memory bounded by a
+// block of rows, whatever their number); updatesOnly: only those that
+// carry person property updates ($set, $set_once or $unset). fn's error
+// ends the read and is returned.
+func (s *Store) EachPersonEvent(ctx context.Context, projectID uint64, distinctIDs []string, updatesOnly bool, fn func(PersonEvent) error) error {
+	if len(distinctIDs) == 0 {
+		return nil
+	}
+	where, args := "project_id = ? AND distinct_id IN ?", []any{projectID, statement.Set(distinctIDs)}
+	if updatesOnly {
+		where += " AND (position(properties, ?) > 0 OR position(properties, ?) > 0)"
+		args = append(args, `"$set`, `"$unset"`)
+	}
+	rows, err := s.conn.Query(statement.Bound(ctx, nil), `SELECT uuid, event, distinct_id, timestamp, timestamp_ms, properties FROM events FINAL
+		WHERE `+where+` ORDER BY seq`, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e PersonEvent
+		var ms uint16
+		if err := rows.Scan(&e.UUID, &e.Name, &e.DistinctID, &e.Timestamp, &ms, &e.Properties); err != nil {
+			return err
+		}
+		e.Timestamp = e.Timestamp.Add(time.Duration(ms) * time.Millisecond).UTC()
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
