@@ -173,8 +173,15 @@ func withClientIP(ev *Raw, ip string, anonymize bool) (props json.RawMessage, ad
 			return nil, false, fmt.Errorf("properties: %v", err)
 		}
 		delete(all, "$ip")
-		props, err = json.Marshal(all)
-		return props, false, err
+		// Without HTML escapes: the object must not grow past the
+		// envelope limit that the event as sent met.
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(all); err != nil {
+			return nil, false, fmt.Errorf("properties: %v", err)
+		}
+		return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), false, nil
 	case anonymize || has:
 		return props, false, nil
 	}

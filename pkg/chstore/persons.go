@@ -326,14 +326,8 @@ func (s *Store) PersonEvents(ctx context.Context, projectID uint64, distinctIDs 
 }
 
 // EachPersonEvent streams the stored events of the given distinct ids in
-// stream order (eventstore.Store.EachPersonEvent), for a person's export.
-func (s *Store) EachPersonEvent(ctx context.Context, projectID uint64, distinctIDs []string, updatesOnly bool, fn func(eventstore.PersonEvent) error) error {
-	return s.events.EachPersonEvent(ctx, projectID, distinctIDs, updatesOnly, fn)
-}
-
-// PersonUpdates returns, in stream order, the events of the given
-// distinct ids up to until that update person properties
-// (eventstore.Store.PersonUpdates), for a person's properties at a moment.
-func (s *Store) PersonUpdates(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) ([]eventstore.TimelineEvent, bool, error) {
-	return s.events.PersonUpdates(ctx, projectID, distinctIDs, until)
+// stream order (eventstore.Store.EachPersonEvent), for a person's export
+// and its properties at a moment.
+func (s *Store) EachPersonEvent(ctx context.Context, projectID uint64, distinctIDs []string, updatesOnly bool, until time.Time, fn func(eventstore.PersonEvent) error) error {
+	return s.events.EachPersonEvent(ctx, projectID, distinctIDs, updatesOnly, until, fn)
 }

@@ -36,11 +36,10 @@ type Persons interface {
 	PersonsByUUID(ctx context.Context, projectID uint64, uuids []uuid.UUID) (map[uuid.UUID]chstore.PersonRecord, error)
 	PersonsByDistinctID(ctx context.Context, projectID uint64, distinctIDs []string) (map[string]chstore.PersonRecord, error)
 	PersonEvents(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) ([]eventstore.TimelineEvent, error)
-	// PersonUpdates: the property-updating events of distinctIDs up to
-	// until, in stream order; false when there are too many to fold.
-	PersonUpdates(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) ([]eventstore.TimelineEvent, bool, error)
-	// EachPersonEvent streams the events of distinctIDs in stream order.
-	EachPersonEvent(ctx context.Context, projectID uint64, distinctIDs []string, updatesOnly bool, fn func(eventstore.PersonEvent) error) error
+	// EachPersonEvent streams the events of distinctIDs in stream order
+	// (updatesOnly: those that update person properties; until, when not
+	// zero: those at or before it).
+	EachPersonEvent(ctx context.Context, projectID uint64, distinctIDs []string, updatesOnly bool, until time.Time, fn func(eventstore.PersonEvent) error) error
 	PropertyValues(ctx context.Context, projectID uint64, key, contains string) ([]chstore.PropertyValue, error)
 	// CountPropertyValues gives PropertyValues' answer from counts kept
 	// since the ingester's committed sequence (read before the call).

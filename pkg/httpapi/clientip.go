@@ -14,9 +14,12 @@ import (
 const DefaultTrustedProxies = "127.0.0.0/8,::1/128"
 
 // ParseTrustedProxies reads a comma-separated list of addresses and CIDR
-// prefixes ("10.0.0.0/8, 192.168.1.7"); "" is none.
+// prefixes ("10.0.0.0/8, 192.168.1.7"); "" and "none" are none.
 func ParseTrustedProxies(s string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
+	if strings.TrimSpace(s) == "none" {
+		return nil, nil
+	}
 	for _, f := range strings.Split(s, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue

@@ -50,6 +50,9 @@ func TestClientIP(t *testing.T) {
 			t.Errorf("ParseTrustedProxies(%q) accepted", bad)
 		}
 	}
+	if p, err := ParseTrustedProxies(" none "); err != nil || len(p) != 0 {
+		t.Errorf("none: %v %v", p, err)
+	}
 	if p, err := ParseTrustedProxies(DefaultTrustedProxies); err != nil || len(p) != 2 {
 		t.Errorf("default: %v %v", p, err)
 	}

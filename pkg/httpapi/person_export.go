@@ -9,6 +9,7 @@ import (
 
 	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/chstore/eventstore"
+	"github.com/personhub/personhub/pkg/controlplane"
 )
 
 // exportActivityPage is how many activity entries one read of an export
@@ -26,7 +27,8 @@ const exportActivityPage = 1000
 //
 // The events are those of the person's current distinct ids, in stream
 // order; the property history is the ones among them that update person
-// properties. An error once the answer has begun cuts the connection, so
+// properties. The activity log is null for a key without
+// activity_log:read. An error once the answer has begun cuts the connection, so
 // a client never takes a cut document for a whole one.
 func (a *API) exportPerson(w http.ResponseWriter, r *http.Request) error {
 	proj, err := a.project(r)
@@ -43,12 +45,16 @@ func (a *API) exportPerson(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	pj := personJSON(p)
-	// The first activity page is read before answering, so that a
-	// backend that is down is a 503, not a cut answer.
+	// The activity log is in only for a key that may read it (the
+	// activity routes' scope). Its first page is read before answering,
+	// so that a backend that is down is a 503, not a cut answer.
+	withActivity := controlplane.ScopeAllows(keyFrom(r.Context()).Scopes, "activity_log:read")
 	q := activity.Query{OrganizationID: proj.OrganizationID, Scope: "Person", ProjectID: proj.ID, ItemID: fmt.Sprint(p.ID), Limit: exportActivityPage, Page: 1}
-	entries, _, err := a.writes.Activity.List(r.Context(), q)
-	if err != nil {
-		return err
+	var entries []activity.Entry
+	if withActivity {
+		if entries, _, err = a.writes.Activity.List(r.Context(), q); err != nil {
+			return err
+		}
 	}
 
 	w.Header().Set("Content-Type", "application/json")
@@ -73,9 +79,13 @@ func (a *API) exportPerson(w http.ResponseWriter, r *http.Request) error {
 	put(`,"person":`, pj)
 	put(`,"distinct_ids":`, pj.DistinctIDs)
 
-	_, _ = out.WriteString(`,"activity":[`)
 	sep := ""
-	for {
+	if !withActivity {
+		_, _ = out.WriteString(`,"activity":null`)
+	} else {
+		_, _ = out.WriteString(`,"activity":[`)
+	}
+	for withActivity {
 		for _, e := range entries {
 			put(sep, activityJSON{ID: e.ID.String(), User: activityUser{FirstName: e.UserLabel}, Activity: e.Activity,
 				Scope: e.Scope, ItemID: e.ItemID, Detail: e.Detail, CreatedAt: e.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z")})
@@ -90,9 +100,12 @@ func (a *API) exportPerson(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 
-	_, _ = out.WriteString(`],"property_history":[`)
+	if withActivity {
+		_, _ = out.WriteString(`]`)
+	}
+	_, _ = out.WriteString(`,"property_history":[`)
 	sep = ""
-	err = a.store.EachPersonEvent(r.Context(), proj.ID, p.DistinctIDs, true, func(e eventstore.PersonEvent) error {
+	err = a.store.EachPersonEvent(r.Context(), proj.ID, p.DistinctIDs, true, time.Time{}, func(e eventstore.PersonEvent) error {
 		var upd struct {
 			Set     json.RawMessage `json:"$set,omitempty"`
 			SetOnce json.RawMessage `json:"$set_once,omitempty"`
@@ -117,7 +130,7 @@ func (a *API) exportPerson(w http.ResponseWriter, r *http.Request) error {
 
 	_, _ = out.WriteString(`],"events":[`)
 	sep = ""
-	err = a.store.EachPersonEvent(r.Context(), proj.ID, p.DistinctIDs, false, func(e eventstore.PersonEvent) error {
+	err = a.store.EachPersonEvent(r.Context(), proj.ID, p.DistinctIDs, false, time.Time{}, func(e eventstore.PersonEvent) error {
 		put(sep, struct {
 			UUID       string          `json:"uuid"`
 			Event      string          `json:"event"`

@@ -26,7 +26,7 @@ func TestPersonExport(t *testing.T) {
 		t.Fatalf("PATCH: %d %s", r.status, r.body)
 	}
 
-	r := e.get(e.keyRead, path+"export/")
+	r := e.get(e.keyAll, path+"export/")
 	if r.status != 200 || r.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("export: %d %s %s", r.status, r.header, r.body)
 	}
@@ -78,6 +78,13 @@ func TestPersonExport(t *testing.T) {
 		t.Fatalf("property history: %q", hist)
 	}
 
+	// A key that may not read the activity log (person:read only) gets
+	// none of it.
+	r = e.get(e.keyRead, path+"export/")
+	var partial map[string]json.RawMessage
+	if err := json.Unmarshal(r.body, &partial); r.status != 200 || err != nil || string(partial["activity"]) != "null" || len(partial["events"]) < 10 {
+		t.Fatalf("export without activity_log:read: %d %v %.200s", r.status, err, r.body)
+	}
 	if m := wantError(t, e.get(e.keyRead, path+"export/?format=csv"), 400, "validation_error", "invalid_input"); m["attr"] != "format" {
 		t.Fatalf("csv: %v", m)
 	}

@@ -296,7 +296,7 @@ func (a *API) splitPersonHandler(w http.ResponseWriter, r *http.Request) error {
 }
 
 // mergeResult answers merge/: the person kept, as it is now, and the
-// persons merged into it.
+// persons the fold merged into it.
 type mergeResult struct {
 	Success bool          `json:"success"`
 	Person  person.Person `json:"person"`
@@ -337,6 +337,17 @@ func (a *API) mergePersons(w http.ResponseWriter, r *http.Request) error {
 		if err := a.apply(r, projectID, command.MergePersons(p.DistinctIDs[0], sources)...); err != nil {
 			return err
 		}
+		// What the fold did: a person whose id moved elsewhere between
+		// the read and the fold is still there, and not reported.
+		ids := make([]uint64, len(res.Merged))
+		for i, m := range res.Merged {
+			ids[i] = m.ID
+		}
+		live, err := a.store.PersonsByID(r.Context(), projectID, ids)
+		if err != nil {
+			return err
+		}
+		res.Merged = slices.DeleteFunc(res.Merged, func(m mergedJSON) bool { _, ok := live[m.ID]; return ok })
 	}
 	after, err := a.store.GetPerson(r.Context(), projectID, p.ID)
 	if err != nil {

@@ -142,9 +142,9 @@ type appliedEvent struct {
 // propertiesAtTime serves GET /persons/properties_at_time/ (PostHog's
 // route): the person named by distinct_id or person_id (integer id or
 // uuid), with its properties as of timestamp: the $set (and, with
-// include_set_once, $set_once) and $unset of its events at or before
-// that moment, folded in the order the ingester folded them. The log
-// keeps every event, so the answer is exact for any moment (PostHog
+// include_set_once, $set_once) and $unset of the events of its distinct
+// ids at or before that moment, folded in the order the ingester folded
+// them. The log keeps every event, so no moment is too old (PostHog
 // replays the 60 days of events it keeps).
 func (a *API) propertiesAtTime(w http.ResponseWriter, r *http.Request) error {
 	proj, err := a.project(r)
@@ -199,24 +199,24 @@ func (a *API) propertiesAtTime(w http.ResponseWriter, r *http.Request) error {
 			return invalid("person_id", "person_id must be a person's integer id or uuid.")
 		}
 	}
-	events, complete, err := a.store.PersonUpdates(r.Context(), proj.ID, p.DistinctIDs, at)
+	// Folded as they stream: memory holds the properties, not the events.
+	state := map[string]any{}
+	var last *eventstore.PersonEvent
+	err = a.store.EachPersonEvent(r.Context(), proj.ID, p.DistinctIDs, true, at, func(e eventstore.PersonEvent) error {
+		timeline.Fold(state, e.Properties, setOnce)
+		meta.EventsApplied++
+		last = &e
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	if !complete {
-		return invalid("timestamp", fmt.Sprintf("The person has more than %d property updates up to %s; they cannot be folded in one request.", eventstore.MaxPersonUpdates, raw))
-	}
-	list := make([]timeline.Event, len(events))
-	for i, e := range events {
-		list[i] = timeline.Event{Name: e.Name, Timestamp: e.Timestamp, Properties: e.Properties}
-	}
 	out := personJSON(p)
-	out.Properties = timeline.At(list, setOnce)
+	out.Properties = state
 	meta.DistinctIDsQueried = append([]string{}, out.DistinctIDs...)
-	meta.DistinctIDsCount, meta.EventsApplied = len(out.DistinctIDs), len(events)
-	if n := len(events); n > 0 {
-		e := events[n-1]
-		meta.LastEventApplied = &appliedEvent{UUID: e.UUID.String(), Event: e.Name, Timestamp: e.Timestamp.Format(time.RFC3339Nano)}
+	meta.DistinctIDsCount = len(out.DistinctIDs)
+	if last != nil {
+		meta.LastEventApplied = &appliedEvent{UUID: last.UUID.String(), Event: last.Name, Timestamp: last.Timestamp.Format(time.RFC3339Nano)}
 	}
 	writeJSON(w, http.StatusOK, struct {
 		person.Person

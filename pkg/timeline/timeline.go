@@ -117,17 +117,10 @@ func project(state map[string]any, keys []string) map[string]any {
 	return out
 }
 
-// At folds the property updates of events (in stream order, each at or
-// before the moment asked for: the caller selects them) into the
-// properties they give, as Build's state: $set_once (only with setOnce),
-// then $set, then $unset of each event.
-func At(events []Event, setOnce bool) map[string]any {
-	state := map[string]any{}
-	for _, ev := range events {
-		fold(state, ev.Properties, setOnce)
-	}
-	return state
-}
+// Fold folds one event's property updates (its stored properties, raw)
+// into state: $set_once (only with setOnce), then $set, then $unset, as
+// the ingester and Build do.
+func Fold(state map[string]any, raw string, setOnce bool) { fold(state, raw, setOnce) }
 
 // apply folds one event's property updates into state.
 func apply(state map[string]any, raw string) { fold(state, raw, true) }

@@ -2,6 +2,7 @@ package appconfig
 
 import (
 	"flag"
+	"os"
 	"time"
 
 	"github.com/personhub/personhub/pkg/httpapi"
@@ -27,6 +28,11 @@ func BindAPIServer(fs *flag.FlagSet, env *EnvReader, s *httpapi.Settings) {
 	fs.IntVar(&s.BodyConcurrency, "body-concurrency", env.Int("API_BODY_CONCURRENCY", 64), "request bodies read at once; others wait up to -body-wait, then 503 (env API_BODY_CONCURRENCY)")
 	fs.DurationVar(&s.BodyWait, "body-wait", env.Duration("API_BODY_WAIT", 10*time.Second), "how long a request body waits to be read before 503 (env API_BODY_WAIT)")
 	fs.IntVar(&s.RatePerMinute, "rate-per-minute", env.Int("API_RATE_PER_MINUTE", httpapi.DefaultRatePerMinute), "requests a personal API key may burst, refilled over a minute; 0: no limit (env API_RATE_PER_MINUTE)")
-	fs.StringVar(&s.TrustedProxies, "trusted-proxies", Env("API_TRUSTED_PROXIES", httpapi.DefaultTrustedProxies), "reverse proxies (addresses, CIDR prefixes; comma-separated) whose X-Forwarded-For capture believes when it records a client's address in $ip; \"\": none (env API_TRUSTED_PROXIES)")
+	// Set but empty means none here (Env would read it as unset).
+	trusted := httpapi.DefaultTrustedProxies
+	if v, ok := os.LookupEnv("API_TRUSTED_PROXIES"); ok {
+		trusted = v
+	}
+	fs.StringVar(&s.TrustedProxies, "trusted-proxies", trusted, "reverse proxies (addresses, CIDR prefixes; comma-separated) whose X-Forwarded-For capture believes when it records a client's address in $ip; \"\" or none: none (env API_TRUSTED_PROXIES)")
 	fs.IntVar(&s.RatePerHour, "rate-per-hour", env.Int("API_RATE_PER_HOUR", httpapi.DefaultRatePerHour), "requests a personal API key may make, refilled over an hour; 0: no limit (env API_RATE_PER_HOUR)")
 }

@@ -11,7 +11,6 @@ import (
 
 // TimelineEvent is an event of a person for the properties timeline.
 type TimelineEvent struct {
-	UUID       uuid.UUID // PersonUpdates only
 	Name       string
 	Timestamp  time.Time
 	Properties string
@@ -48,49 +47,6 @@ func (s *Store) PersonEvents(ctx context.Context, projectID uint64, distinctIDs 
 	return out, rows.Err()
 }
 
-// MaxPersonUpdates bounds the property-updating events read for one
-// person's properties at a moment (PersonUpdates).
-const MaxPersonUpdates = 100_000
-
-// PersonUpdates returns, in stream order (the order the ingester folded
-// them), the events of the given distinct ids at or before until (to the
-// millisecond) that carry person property updates: $set, $set_once or
-// $unset in their stored properties, which hold them at the top level in
-// canonical text. complete is false when there are more than
-// MaxPersonUpdates: out then holds the first ones only.
-func (s *Store) PersonUpdates(ctx context.Context, projectID uint64, distinctIDs []string, until time.Time) (out []TimelineEvent, complete bool, err error) {
-	if len(distinctIDs) == 0 {
-		return nil, true, nil
-	}
-	until = until.UTC()
-	rows, err := s.conn.Query(statement.Bound(ctx, nil), `SELECT uuid, event, timestamp, timestamp_ms, properties FROM events FINAL
-		WHERE project_id = ? AND distinct_id IN ? AND timestamp <= ?
-			AND (position(properties, ?) > 0 OR position(properties, ?) > 0)
-		ORDER BY seq LIMIT ?`,
-		projectID, statement.Set(distinctIDs), until.Truncate(time.Second), `"$set`, `"$unset"`, MaxPersonUpdates+1)
-	if err != nil {
-		return nil, false, err
-	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		var e TimelineEvent
-		var ms uint16
-		if err := rows.Scan(&e.UUID, &e.Name, &e.Timestamp, &ms, &e.Properties); err != nil {
-			return nil, false, err
-		}
-		if n++; n > MaxPersonUpdates {
-			return out, false, rows.Err()
-		}
-		// The second is compared in the statement, the millisecond here.
-		if e.Timestamp = e.Timestamp.Add(time.Duration(ms) * time.Millisecond).UTC(); e.Timestamp.After(until) {
-			continue
-		}
-		out = append(out, e)
-	}
-	return out, true, rows.Err()
-}
-
 // PersonEvent is one stored event of a person, as an export shows it.
 type PersonEvent struct {
 	UUID       uuid.UUID
@@ -102,19 +58,29 @@ type PersonEvent struct {
 
 // EachPersonEvent calls fn with every stored event of the given distinct
 // ids, in stream order, reading them as a stream (memory bounded by a
-// block of rows, whatever their number); updatesOnly: only those that
-// carry person property updates ($set, $set_once or $unset). fn's error
-// ends the read and is returned.
-func (s *Store) EachPersonEvent(ctx context.Context, projectID uint64, distinctIDs []string, updatesOnly bool, fn func(PersonEvent) error) error {
+// block of rows, whatever their number). updatesOnly: only those that
+// carry person property updates ($set, $set_once or $unset in their
+// stored properties, which hold them at the top level in canonical
+// text). until, when not zero: only those at or before it, to the
+// millisecond. fn's error ends the read and is returned.
+func (s *Store) EachPersonEvent(ctx context.Context, projectID uint64, distinctIDs []string, updatesOnly bool, until time.Time, fn func(PersonEvent) error) error {
 	if len(distinctIDs) == 0 {
 		return nil
 	}
+	until = until.UTC()
 	where, args := "project_id = ? AND distinct_id IN ?", []any{projectID, statement.Set(distinctIDs)}
 	if updatesOnly {
 		where += " AND (position(properties, ?) > 0 OR position(properties, ?) > 0)"
 		args = append(args, `"$set`, `"$unset"`)
 	}
-	rows, err := s.conn.Query(statement.Bound(ctx, nil), `SELECT uuid, event, distinct_id, timestamp, timestamp_ms, properties FROM events FINAL
+	if !until.IsZero() {
+		// The second is compared here, the millisecond below.
+		where += " AND timestamp <= ?"
+		args = append(args, until.Truncate(time.Second))
+	}
+	// Read: the filters stay after FINAL (a replay may have rewritten an
+	// event's properties; an old version must not match).
+	rows, err := s.conn.Query(statement.Read(ctx), `SELECT uuid, event, distinct_id, timestamp, timestamp_ms, properties FROM events FINAL
 		WHERE `+where+` ORDER BY seq`, args...)
 	if err != nil {
 		return err
@@ -127,6 +93,9 @@ func (s *Store) EachPersonEvent(ctx context.Context, projectID uint64, distinctI
 			return err
 		}
 		e.Timestamp = e.Timestamp.Add(time.Duration(ms) * time.Millisecond).UTC()
+		if !until.IsZero() && e.Timestamp.After(until) {
+			continue
+		}
 		if err := fn(e); err != nil {
 			return err
 		}
