@@ -120,7 +120,7 @@ func (a *API) exportPerson(w http.ResponseWriter, r *http.Request) error {
 			Set        any       `json:"$set,omitempty"`
 			SetOnce    any       `json:"$set_once,omitempty"`
 			Unset      any       `json:"$unset,omitempty"`
-		}{e.UUID.String(), e.Name, e.DistinctID, e.Timestamp, raw(upd.Set), raw(upd.SetOnce), raw(upd.Unset)})
+		}{e.UUID.String(), e.Name, e.DistinctID, e.Timestamp, rawOrNil(upd.Set), rawOrNil(upd.SetOnce), rawOrNil(upd.Unset)})
 		sep = ","
 		return nil
 	})
@@ -151,8 +151,8 @@ func (a *API) exportPerson(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// raw is a JSON value to write as it is, or nil (left out) when absent.
-func raw(v json.RawMessage) any {
+// rawOrNil is a JSON value to write as it is, or nil (left out) when absent.
+func rawOrNil(v json.RawMessage) any {
 	if len(v) == 0 {
 		return nil
 	}

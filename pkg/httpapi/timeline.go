@@ -27,8 +27,15 @@ func parseDate(s string, now time.Time) (time.Time, bool) {
 	if t, ok := propfilter.RelativeDate(s, now); ok {
 		return t, true
 	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02"} {
-		if t, err := time.Parse(layout, s); err == nil {
+	return parseAbsolute(s)
+}
+
+// parseAbsolute reads an ISO 8601 moment as PostHog's routes take it:
+// with Z or an offset, or without one (UTC), fractional seconds or not, T
+// or a space between date and time, or a date alone (its midnight, UTC).
+func parseAbsolute(s string) (time.Time, bool) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "2006-01-02"} {
+		if t, err := time.Parse(layout, strings.TrimSpace(s)); err == nil {
 			return t.UTC(), true
 		}
 	}
@@ -164,7 +171,7 @@ func (a *API) propertiesAtTime(w http.ResponseWriter, r *http.Request) error {
 	if raw == "" {
 		return invalid("timestamp", "timestamp parameter is required (ISO format: 2023-06-15T14:30:00Z).")
 	}
-	at, ok := parseMoment(raw)
+	at, ok := parseAbsolute(raw)
 	if !ok {
 		return invalid("timestamp", "Invalid timestamp format. Use ISO format like 2023-06-15T14:30:00Z.")
 	}
@@ -223,16 +230,4 @@ func (a *API) propertiesAtTime(w http.ResponseWriter, r *http.Request) error {
 		Meta pointInTime `json:"point_in_time_metadata"`
 	}{out, meta})
 	return nil
-}
-
-// parseMoment reads properties_at_time's timestamp as PostHog does (ISO
-// 8601: with Z or an offset, or without, meaning UTC; a date alone is its
-// midnight, UTC).
-func parseMoment(s string) (time.Time, bool) {
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "2006-01-02"} {
-		if t, err := time.Parse(layout, strings.TrimSpace(s)); err == nil {
-			return t.UTC(), true
-		}
-	}
-	return time.Time{}, false
 }

@@ -79,7 +79,7 @@ func Build(events []Event, q Query) ([]Point, error) {
 	}
 	size := 0
 	for _, ev := range events {
-		apply(state, ev.Properties)
+		Fold(state, ev.Properties, true)
 		if ev.Timestamp.Before(q.From) || ev.Timestamp.After(q.To) {
 			continue
 		}
@@ -119,14 +119,8 @@ func project(state map[string]any, keys []string) map[string]any {
 
 // Fold folds one event's property updates (its stored properties, raw)
 // into state: $set_once (only with setOnce), then $set, then $unset, as
-// the ingester and Build do.
-func Fold(state map[string]any, raw string, setOnce bool) { fold(state, raw, setOnce) }
-
-// apply folds one event's property updates into state.
-func apply(state map[string]any, raw string) { fold(state, raw, true) }
-
-// fold is apply, $set_once read only with setOnce.
-func fold(state map[string]any, raw string, setOnce bool) {
+// the ingester does.
+func Fold(state map[string]any, raw string, setOnce bool) {
 	var props struct {
 		Set     map[string]any  `json:"$set"`
 		SetOnce map[string]any  `json:"$set_once"`

@@ -105,6 +105,6 @@ func FuzzApply(f *testing.F) {
 	f.Add(`{"$set_once":{"a":[1]},"$unset":["a"]}`)
 	f.Fuzz(func(t *testing.T, raw string) {
 		state := map[string]any{"a": 1}
-		apply(state, raw)
+		Fold(state, raw, true)
 	})
 }
