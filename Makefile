@@ -13,7 +13,7 @@ run: clickhouse
 ## then test/portability: the migrations and every statement the tests sent,
 ## replayed on current ClickHouse (chDB, in process) and 18.16 alike
 SQLRECORD ?= $(CURDIR)/.data/sql-record
-test: clickhouse test-clients
+test: clickhouse test-clients promtool
 	@bash scripts/install-chdb.sh >/dev/null
 	@bash scripts/install-geoip-db.sh >/dev/null
 	$(GO) vet ./...
@@ -61,11 +61,15 @@ fuzz:
 clickhouse:
 	@bash scripts/install-clickhouse.sh
 
-.PHONY: test-clients bench-capture
+.PHONY: test-clients promtool bench-capture
 
 ## test-clients: Chromium and the npm client libraries that the capture tests drive (test/node, test/browser)
 test-clients:
 	@bash scripts/install-test-clients.sh
+
+## promtool: Prometheus's checker, for the tests of deploy/prometheus (alert rules)
+promtool:
+	@bash scripts/install-promtool.sh
 
 ## bench-capture: capture load test: events/s accepted on /batch/ against raw JetStream async publishing
 bench-capture:

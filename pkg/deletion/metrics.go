@@ -3,7 +3,7 @@ package deletion
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	pending, lastRun, lastDuration                        prometheus.Gauge
+	pending, lastRun, lastDuration, nextRun               prometheus.Gauge
 	verified, failed, eventsDeleted, mutations, runErrors prometheus.Counter
 }
 
@@ -27,6 +27,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		pending:       gauge("pending_requests", "Deletion requests not verified yet (pending or running)."),
 		lastRun:       gauge("last_run_timestamp_seconds", "Unix time at which the last run ended."),
 		lastDuration:  gauge("last_run_duration_seconds", "Duration of the last run."),
+		nextRun:       gauge("next_run_timestamp_seconds", "Unix time of the next scheduled run; 0 without a schedule. It moves on when a scheduled run starts, so a time past it means a run is overdue (docs/operations.md, alerts)."),
 		verified:      counter("verified_total", "Requests whose events were deleted and verified gone."),
 		failed:        counter("failed_total", "Requests that failed in a run; they stay pending for the next run."),
 		eventsDeleted: counter("events_deleted_total", "Events of verified requests, counted before their deletion."),

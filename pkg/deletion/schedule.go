@@ -35,6 +35,9 @@ func (r *Runner) Schedule(ctx context.Context) error {
 		cron.WithChain(cron.Recover(logger), cron.SkipIfStillRunning(logger)))
 	var id cron.EntryID
 	id = c.Schedule(sched, cron.FuncJob(func() {
+		// The entry's next time has moved on when a run starts; a run
+		// skipped because the previous one is still going leaves it behind.
+		r.m.nextRun.Set(float64(c.Entry(id).Next.Unix()))
 		// RunOnce logs its outcome and counts its errors.
 		_, _ = r.RunOnce(ctx)
 		if ctx.Err() == nil {
@@ -42,6 +45,7 @@ func (r *Runner) Schedule(ctx context.Context) error {
 		}
 	}))
 	c.Start()
+	r.m.nextRun.Set(float64(c.Entry(id).Next.Unix()))
 	r.log.Info("deletion runs scheduled", "schedule", r.cfg.Schedule, "timezone", "UTC", "next", c.Entry(id).Next)
 	<-ctx.Done()
 	// Stop starting runs, then wait for the one in progress, which sees

@@ -130,6 +130,10 @@ func TestScheduleLoop(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The next run is ahead of the clock while the schedule keeps up.
+	if next := f.metric(t, "deleter_next_run_timestamp_seconds"); next < float64(time.Now().Unix()) {
+		t.Errorf("deleter_next_run_timestamp_seconds = %v, behind the clock %v", next, time.Now().Unix())
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -152,5 +156,8 @@ func TestScheduleLoop(t *testing.T) {
 	}
 	if off.metric(t, "deleter_mutations_total") != 0 {
 		t.Error("a disabled schedule ran a deletion")
+	}
+	if off.metric(t, "deleter_next_run_timestamp_seconds") != 0 {
+		t.Error("a disabled schedule announced a next run")
 	}
 }

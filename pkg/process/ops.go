@@ -15,12 +15,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// readyTimeout bounds the ready check a scrape of personhub_ready runs.
+const readyTimeout = 2 * time.Second
+
 // OpsServer serves /metrics, /healthz and /readyz (ready reports whether
-// the backing services answer) on addr. It binds before returning, so a
+// the backing services answer) on addr. /metrics adds personhub_ready,
+// the ready check run at each scrape, so that an alert rule sees a
+// backend down without probing /readyz. It binds before returning, so a
 // taken port is an error at start; stop shuts it down and waits.
 func OpsServer(addr string, gatherer prometheus.Gatherer, ready func(context.Context) error, log *slog.Logger) (stop func(), err error) {
+	own := prometheus.NewRegistry()
+	own.MustRegister(ReadyGauge(ready))
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{gatherer, own}, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := ready(r.Context()); err != nil {
@@ -44,6 +51,21 @@ func OpsServer(addr string, gatherer prometheus.Gatherer, ready func(context.Con
 			log.Warn("metrics server", "err", err)
 		}
 	}, nil
+}
+
+// ReadyGauge is personhub_ready: 1 when ready answers nil within
+// readyTimeout, else 0, evaluated when the metric is gathered.
+func ReadyGauge(ready func(context.Context) error) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "personhub_ready",
+		Help: "1 when NATS and ClickHouse answer the process (its /readyz), 0 when not; checked at each scrape."},
+		func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+			defer cancel()
+			if ready(ctx) != nil {
+				return 0
+			}
+			return 1
+		})
 }
 
 // Readiness is the ready check of a process on NATS and ClickHouse: NATS

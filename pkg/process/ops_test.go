@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,7 +58,14 @@ func TestOpsServer(t *testing.T) {
 		t.Fatal("ops server started on a taken port")
 	}
 	ln.Close()
-	stop, err := process.OpsServer(addr, reg, func(context.Context) error { return notReady }, log)
+	var down atomic.Bool
+	down.Store(true)
+	stop, err := process.OpsServer(addr, reg, func(context.Context) error {
+		if down.Load() {
+			return notReady
+		}
+		return nil
+	}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +85,14 @@ func TestOpsServer(t *testing.T) {
 	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "backing service down") {
 		t.Errorf("/readyz while not ready: %d %q", code, body)
 	}
-	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "ops_test_total 3") {
+	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "ops_test_total 3") || !strings.Contains(body, "\npersonhub_ready 0\n") {
 		t.Errorf("/metrics: %d %q", code, body)
+	}
+	down.Store(false)
+	if code, body := get("/readyz"); code != 200 || body != "ready\n" {
+		t.Errorf("/readyz when ready: %d %q", code, body)
+	}
+	if _, body := get("/metrics"); !strings.Contains(body, "\npersonhub_ready 1\n") {
+		t.Errorf("/metrics when ready: personhub_ready is not 1:\n%s", body)
 	}
 }

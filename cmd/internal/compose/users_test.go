@@ -65,7 +65,7 @@ func runAsComposeUsers(t *testing.T, parts int) {
 	})
 
 	// The ingesters, built as cmd/ingester run builds them.
-	startIngesters(t, n, store, parts, log)
+	startIngesters(t, n, store, parts, log, prometheus.NewRegistry())
 
 	// The API, built as cmd/api builds it (it upgrades the streams), once
 	// the ingester has made them (docs/operations.md: start the ingester
@@ -181,11 +181,10 @@ func runAsComposeUsers(t *testing.T, parts int) {
 // startIngesters runs one ingester per partition on one connection as the
 // ingester user, built as cmd/ingester builds them (with the
 // transformation hook), until the test ends.
-func startIngesters(t *testing.T, n *testenv.ComposeNATS, store *chstore.Store, parts int, log *slog.Logger) {
+func startIngesters(t *testing.T, n *testenv.ComposeNATS, store *chstore.Store, parts int, log *slog.Logger, reg prometheus.Registerer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	nc, js := n.Connect(t, "ingester")
-	reg := prometheus.NewRegistry()
 	cfg := ingest.DefaultConfig()
 	cfg.Streams.Partitions, cfg.BatchWait = parts, 10*time.Millisecond
 	// Both runs start the write lane, on by default (its stream, ordered
