@@ -352,7 +352,9 @@ func (a *API) routes() []route {
 	// (process.OpsServer), never on the public port.
 	rs = append(rs,
 		route{Methods: []string{"GET"}, Path: "/healthz", Public: true, handler: healthz},
-		route{Methods: []string{"GET"}, Path: "/readyz", Public: true, handler: a.readyz})
+		route{Methods: []string{"GET"}, Path: "/readyz", Public: true, handler: a.readyz},
+		// The OpenAPI document (openapi.go): public, as it holds no data.
+		route{Methods: []string{"GET"}, Path: "/api/schema/", Public: true, handler: a.openAPISchema})
 	return withoutSlash(rs)
 }
 
