@@ -76,7 +76,7 @@ var (
 		qp("actions", str, "JSON list of action entities."),
 		qp("date_from", str, "A date, a date-time, or relative like -7d."),
 		qp("date_to", str, "A date, a date-time, or relative like -7d."),
-		qp("interval", enum("minute", "hour", "day", "week", "month"), "Bucket size."),
+		qp("interval", enum("minute", "hour", "day", "week", "month"), "Bucket size (case-insensitive; minute is read as hour)."),
 		qp("properties", str, "JSON property filters."),
 		qp("breakdown", str, "Breakdown property (or JSON list)."),
 		qp("breakdown_type", str, "event, person, cohort, ..."),
@@ -100,8 +100,10 @@ var (
 		"ids", sch{"type": "array", "items": sch{"type": []any{"integer", "string"}}, "maxItems": 1000, "description": "Integer ids or uuids."},
 		"distinct_ids", sch{"type": "array", "items": str, "maxItems": 1000},
 		"delete_events", boolean, "keep_person", boolean)
+	personRefs  = arrayOf(sch{"type": []any{"integer", "string"}, "description": "A person's integer id or uuid."})
 	cohortInput = props(nil, "name", sch{"type": []any{"string", "null"}}, "description", str, "is_static", boolean,
-		"filters", object, "groups", arrayOf(anyValue), "query", anyValue)
+		"filters", object, "groups", arrayOf(anyValue), "query", anyValue,
+		"person_ids", personRefs, "distinct_ids", arrayOf(str))
 	actionInput = props(nil, "name", str, "steps", arrayOf(props(nil, "event", str, "properties", anyValue)), "deleted", boolean)
 	pluginInput = props(nil, "plugin_type", enum("source", "custom", "repository", "local"), "name", str, "url", str,
 		"description", str, "config_schema", anyValue, "source", str, "tag", str)
@@ -209,7 +211,8 @@ var operationDocs = map[string]opDoc{
 			qp("target_date", str, "The bucket.")}, insightFilter...), Responses: actorsResp},
 	"GET /api/projects/{project_id}/persons/retention/": {Summary: "Actors of a retention cohort",
 		Query: append([]opParam{qp("selected_interval", sch{"type": "integer", "minimum": 0}, "The cohort."),
-			qp("period", enum("Hour", "Day", "Week", "Month"), "The period."), qp("target_entity", str, "JSON entity."),
+			qp("period", enum("Hour", "Day", "Week", "Month"), "The period (case-insensitive)."),
+			qp("total_intervals", intIn(1, 1000), "Intervals in the insight (default 11; pkg/insight maxRetentionIntervals)."), qp("target_entity", str, "JSON entity."),
 			qp("returning_entity", str, "JSON entity."), qp("retention_type", str, "retention_first_time or retention_recurring.")}, insightFilter...),
 		Responses: ok(schemaFor(retentionBody{}))},
 	"GET /api/projects/{project_id}/persons/path/":  {Summary: "Actors of a paths step", Query: insightFilter, Responses: fullResp},
@@ -219,7 +222,9 @@ var operationDocs = map[string]opDoc{
 	"POST /api/projects/{project_id}/persons/funnel/": {Summary: "Actors of a funnel step", Query: insightFilter, Body: insightBody, Responses: fullResp},
 	"GET /api/projects/{project_id}/persons/funnel/correlation/": {Summary: "Actors of a funnel correlation",
 		Query: append([]opParam{qp("funnel_correlation_person_entity", str, "JSON entity."),
-			qp("funnel_correlation_person_converted", enum("true", "false", "TrUe", "FaLse"), "Converted or dropped.")}, insightFilter...), Responses: fullResp},
+			qp("funnel_correlation_person_converted", boolean, "Converted (true) or dropped (false); absent: both."),
+			qp("funnel_correlation_person_limit", intIn(1, MaxLimit), "Page size (default 100)."),
+			qp("funnel_correlation_person_offset", intIn(0, MaxOffset), "Actors to skip.")}, insightFilter[:len(insightFilter)-2]...), Responses: fullResp},
 	"POST /api/projects/{project_id}/persons/funnel/correlation/": {Summary: "Actors of a funnel correlation", Query: insightFilter,
 		Body: insightBody, Responses: fullResp},
 
@@ -256,7 +261,7 @@ var operationDocs = map[string]opDoc{
 	"PATCH /api/projects/{project_id}/cohorts/{id}/":  {Summary: "Change a cohort", Body: cohortInput, Responses: ok(ref("Cohort"))},
 	"DELETE /api/projects/{project_id}/cohorts/{id}/": {Summary: "Delete a cohort", Responses: noContent()},
 	"PATCH /api/projects/{project_id}/cohorts/{id}/add_persons_to_static_cohort/": {Summary: "Add persons to a static cohort",
-		Body: props(nil, "person_ids", arrayOf(str), "ids", arrayOf(anyValue)), BodyRequired: true, Responses: ok(ref("Cohort"))},
+		Body: props(nil, "person_ids", personRefs, "distinct_ids", arrayOf(str)), BodyRequired: true, Responses: ok(ref("Cohort"))},
 	"PATCH /api/projects/{project_id}/cohorts/{id}/remove_person_from_static_cohort/": {Summary: "Remove a person from a static cohort",
 		Body: props([]string{"person_id"}, "person_id", sch{"type": []any{"string", "integer"}}), BodyRequired: true, Responses: ok(ref("Cohort"))},
 	"GET /api/projects/{project_id}/cohorts/{id}/persons/": {Summary: "A cohort's persons", Query: append(append([]opParam{}, personFilters...), paged...),
@@ -301,7 +306,8 @@ var operationDocs = map[string]opDoc{
 		BodyTypes: []string{"application/json", "multipart/form-data"}, Responses: ok(ref("PluginConfig"))},
 	"DELETE /api/projects/{project_id}/plugin_configs/{id}/": {Summary: "Delete a plugin config", Responses: noContent()},
 	"POST /api/projects/{project_id}/plugin_configs/{id}/test/": {Summary: "Dry-run the config's chain on an event",
-		Body: props([]string{"event"}, "event", object), BodyRequired: true, Responses: ok(schemaFor(dryRunJSON{}))},
+		Body: props(nil, "event", str, "distinct_id", str, "properties", object), BodyRequired: true,
+		Description: "The body is the sample event.", Responses: ok(schemaFor(dryRunJSON{}))},
 }
 
 // propertiesAtTimeSchema: a person with point_in_time_metadata.
