@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Makes sure the real client libraries that the capture tests drive are
 # here: Debian's chromium (posthog-js runs in it) and the npm packages of
-# test/node (posthog-node) and test/browser (posthog-js) at the versions
-# of their lock files. Quick and silent when all is in place.
+# test/node (posthog-node), test/browser (posthog-js) and test/openapi (the
+# OpenAPI linter and client generator) at the versions of their lock
+# files. Quick and silent when all is in place.
 # Used by `make test` and .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +33,7 @@ if ! have node || ! have npm; then
   exit 1
 fi
 
-for dir in test/node test/browser; do
+for dir in test/node test/browser test/openapi; do
   # npm ci when node_modules is missing or older than the lock file.
   stamp="$dir/node_modules/.package-lock.json"
   if [ ! -f "$stamp" ] || [ "$dir/package-lock.json" -nt "$stamp" ]; then

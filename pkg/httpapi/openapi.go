@@ -315,8 +315,17 @@ func routeTag(path string) string {
 
 func openAPITags() []any {
 	var out []any
-	for _, t := range []string{"persons", "cohorts", "actions", "plugins", "projects", "capture", "health", "schema"} {
-		out = append(out, sch{"name": t})
+	for _, t := range [][2]string{
+		{"persons", "Persons: lists, lookups, writes, activity, and the actors of analysis (docs/api.md, docs/analysis.md)."},
+		{"cohorts", "Cohorts, static and dynamic (docs/cohorts.md)."},
+		{"actions", "Actions: saved event definitions (docs/cohorts.md)."},
+		{"plugins", "Pipeline transformations and plugin configs (docs/api.md, Plugins)."},
+		{"projects", "The key's organization's projects."},
+		{"capture", "The client libraries' public routes, authenticated by the project token (docs/capture.md)."},
+		{"health", "Liveness and readiness for load balancers."},
+		{"schema", "This document."},
+	} {
+		out = append(out, sch{"name": t[0], "description": t[1]})
 	}
 	return out
 }
