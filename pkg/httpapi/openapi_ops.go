@@ -14,7 +14,7 @@ import (
 // Schema helpers.
 var (
 	anyValue = sch{}
-	object   = sch{"type": "object"}
+	object   = sch{"type": "object", "additionalProperties": true} // free-form
 	str      = sch{"type": "string"}
 	boolean  = sch{"type": "boolean"}
 )
@@ -87,7 +87,7 @@ var (
 		qp("search", str, "Actors whose email, name or distinct ids contain this."),
 		limitParam, offsetParam,
 	}
-	insightBody = sch{"type": "object", "description": "The insight's filter, as the query parameters (JSON values as JSON)."}
+	insightBody = sch{"type": "object", "additionalProperties": true, "description": "The insight's filter, as the query parameters (JSON values as JSON)."}
 	actorsResp  = ok(schemaFor(actorsEnvelope{}))
 	fullResp    = ok(schemaFor(trendsEnvelope{}))
 	personResp  = ok(ref("Person"))
