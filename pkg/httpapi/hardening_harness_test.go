@@ -74,9 +74,9 @@ func newFullAPIServer(t *testing.T, cfg Config, capCfg capture.Config, settings 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(api.Handler())
+	srv := httptest.NewUnstartedServer(checkedHandler(t, api.Handler()))
 	if settings != nil {
-		srv.Config = settings.Server("", api.Handler())
+		srv.Config = settings.Server("", checkedHandler(t, api.Handler()))
 	}
 	srv.Start()
 	t.Cleanup(srv.Close)

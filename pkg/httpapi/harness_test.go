@@ -101,7 +101,7 @@ func newEnvWait(t *testing.T, wait time.Duration) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.Handler())
+	srv := httptest.NewServer(checkedHandler(t, api.Handler()))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return e

@@ -136,7 +136,10 @@ func operationObject(rt route, method string, doc opDoc) sch {
 // (authentication, scopes, the key's rate limit, the body guard, an
 // unavailable backend) and the ones its inputs allow (400, 404).
 func errorStatuses(rt route, doc opDoc) []string {
-	out := []string{"503"}
+	var out []string
+	if !rt.Public || rt.CORS || rt.Path == "/readyz" { // a backend call, a body slot or the key's store
+		out = append(out, "503")
+	}
 	if !doc.NoBadRequest {
 		out = append(out, "400")
 	}

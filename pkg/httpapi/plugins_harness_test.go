@@ -108,7 +108,7 @@ func newPluginEnv(t *testing.T) *pluginEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.Handler())
+	srv := httptest.NewServer(checkedHandler(t, api.Handler()))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return e
