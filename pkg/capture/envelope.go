@@ -126,12 +126,12 @@ func appendEnvelope(ev *Raw, i int, proj controlplane.Project, now time.Time, ba
 // envelopeParts are the fields of an envelope as appendEnvelope settled
 // them.
 type envelopeParts struct {
-	id                string
-	name, distinctID  json.RawMessage
-	ts                time.Time
-	properties        json.RawMessage // as withClientIP gives it
-	addIP             bool
-	ip                string
+	id               string
+	name, distinctID json.RawMessage
+	ts               time.Time
+	properties       json.RawMessage // as withClientIP gives it
+	addIP            bool
+	ip               string
 	// stamp puts "$set_timestamp":true first in the properties (the
 	// project's timestamped_person_properties).
 	stamp bool
