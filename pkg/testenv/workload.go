@@ -128,7 +128,7 @@ func Publish(ctx context.Context, js jetstream.JetStream, project uint64, m Mess
 func Snapshot(t testing.TB, store *chstore.Store) string {
 	t.Helper()
 	queries := []string{
-		"SELECT project_id, id, uuid, properties, distinct_ids, created_at, is_identified, is_deleted, version FROM persons FINAL ORDER BY project_id, id",
+		"SELECT project_id, id, uuid, properties, distinct_ids, created_at, is_identified, is_deleted, version, property_times FROM persons FINAL ORDER BY project_id, id",
 		"SELECT project_id, distinct_id, person_id, is_deleted, version, first_seq FROM person_distinct_ids FINAL ORDER BY project_id, distinct_id",
 		"SELECT project_id, distinct_id, person_id, is_deleted, version FROM person_distinct_id_overrides FINAL ORDER BY project_id, distinct_id",
 		"SELECT project_id, uuid, event, distinct_id, person_id, person_uuid, timestamp, properties, seq FROM events FINAL ORDER BY seq",
