@@ -106,7 +106,7 @@ func TestLastSeenFollowsDeletions(t *testing.T) {
 		seenEvent{person: 20, seq: 1, did: "shared", at: at(5, 10, 900)},
 		seenEvent{person: 20, seq: 2, did: "only20", at: at(6, 9, 1)},
 		seenEvent{person: 20, seq: 3, did: "shared", at: at(7, 9, 0), props: `{"$actor":"k"}`}, // a command: not behaviour
-		seenEvent{person: 20, seq: 15, did: "late", at: at(2, 8, 5)},                          // above the request
+		seenEvent{person: 20, seq: 15, did: "late", at: at(2, 8, 5)},                           // above the request
 		// Person 21 took "shared" after the deletion; person 22 is apart.
 		seenEvent{person: 21, seq: 12, did: "shared", at: at(1, 8, 250)},
 		seenEvent{person: 22, seq: 4, did: "other", at: at(9, 1, 7)},
