@@ -23,7 +23,7 @@ func (s *Store) PersonsByID(ctx context.Context, projectID uint64, ids []uint64)
 	if err != nil {
 		return nil, fmt.Errorf("persons by id: %w", err)
 	}
-	if err := s.withLastSeen(ctx, projectID, list); err != nil {
+	if err := s.withLastSeen(ctx, projectID, Watermark{}, list); err != nil {
 		return nil, err
 	}
 	for _, p := range list {
@@ -48,7 +48,7 @@ func (s *Store) PersonsByUUID(ctx context.Context, projectID uint64, uuids []uui
 	if err != nil {
 		return nil, fmt.Errorf("persons by uuid: %w", err)
 	}
-	if err := s.withLastSeen(ctx, projectID, list); err != nil {
+	if err := s.withLastSeen(ctx, projectID, Watermark{}, list); err != nil {
 		return nil, err
 	}
 	for _, p := range list {

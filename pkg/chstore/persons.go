@@ -137,7 +137,7 @@ func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, u
 	if err != nil {
 		return nil, 0, err
 	}
-	return list, total, s.withLastSeen(ctx, q.ProjectID, list)
+	return list, total, s.withLastSeen(ctx, q.ProjectID, q.Mark, list)
 }
 
 func (s *Store) listPersons(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
@@ -242,7 +242,7 @@ func (s *Store) EachPerson(ctx context.Context, q ListQuery, fn func(PersonRecor
 	// times read in one statement.
 	block := make([]PersonRecord, 0, exportBlock)
 	flush := func() error {
-		if err := s.withLastSeen(ctx, q.ProjectID, block); err != nil {
+		if err := s.withLastSeen(ctx, q.ProjectID, Watermark{}, block); err != nil {
 			return err
 		}
 		for _, p := range block {
@@ -294,7 +294,7 @@ func (s *Store) getPerson(ctx context.Context, cond string, projectID uint64, ke
 	if len(list) == 0 {
 		return PersonRecord{}, ErrNotFound
 	}
-	if err := s.withLastSeen(ctx, projectID, list[:1]); err != nil {
+	if err := s.withLastSeen(ctx, projectID, Watermark{}, list[:1]); err != nil {
 		return PersonRecord{}, err
 	}
 	return list[0], nil
