@@ -122,12 +122,17 @@ func (s *Store) PurgedDistinctIDs(ctx context.Context, project uint64, targets [
 }
 
 // DeleteLastSeen issues the mutation that deletes the rows of the distinct
-// ids (of one project); Mutations and UnfinishedMutations follow it with
-// the purge's.
+// ids (of one project), one a statement.Chunk of ids; Mutations and
+// UnfinishedMutations follow them with the purge's. The table is not
+// partitioned, so a mutation may rewrite all of it: narrow, a row per id
+// once merged.
 func (s *Store) DeleteLastSeen(ctx context.Context, project uint64, distinctIDs []string) error {
-	if err := s.conn.Exec(ctx, "ALTER TABLE person_last_seen DELETE WHERE project_id = ? AND distinct_id IN ?",
-		project, statement.Set(distinctIDs)); err != nil {
-		return fmt.Errorf("issue mutation on %s: %w", lastSeenTable, err)
+	for start := 0; start < len(distinctIDs); start += statement.Chunk {
+		part := distinctIDs[start:min(start+statement.Chunk, len(distinctIDs))]
+		if err := s.conn.Exec(ctx, "ALTER TABLE person_last_seen DELETE WHERE project_id = ? AND distinct_id IN ?",
+			project, statement.Set(part)); err != nil {
+			return fmt.Errorf("issue mutation on %s: %w", lastSeenTable, err)
+		}
 	}
 	return nil
 }
