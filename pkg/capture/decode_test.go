@@ -152,6 +152,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add("", `{"api_key":"phc_1","batch":[{"event":"e","distinct_id":"a"}]}`, "application/json")
 	f.Add("compression=gzip-js&_=1767225620000", gz(f, `[{"event":"e","properties":{"token":"t","distinct_id":1}}]`), "text/plain")
 	f.Add("compression=lz64", lzVectors[4].lz64, "")
+	f.Add("", `{"api_key":"phc_1","batch":[{"event":"e","distinct_id":"a","$set":{"x":1}},{"event":"e","distinct_id":"a","properties":{"$set":{"x":1},"$set_timestamp":"2020-01-01T00:00:00Z"}}]}`, "application/json")
 	f.Add("", "data="+base64.StdEncoding.EncodeToString([]byte(`{"event":"e","token":"t"}`)), "application/x-www-form-urlencoded")
 	// Buffers recycled from one input to the next, as the publisher's are
 	// from one request to the next.
@@ -218,24 +219,38 @@ func FuzzDecode(f *testing.F) {
 				return m
 			}
 			want := stored(plain)
+			// With timestamped_person_properties, an event with a $set
+			// and no $set_timestamp of its own gets "$set_timestamp":true.
+			parsed, err := event.Parse(plain.Data)
+			if err != nil {
+				t.Fatalf("%s: %v", plain.Data, err)
+			}
+			_, hasStamp := parsed.Properties[event.PropSetTimestamp]
+			stamps := len(parsed.Set) > 0 && !hasStamp
 			for _, anon := range []bool{false, true} {
-				env, _, err := appendEnvelope(&b.Events[i], i, controlplane.Project{ID: 1, AnonymizeIPs: anon}, now, &Batch{SentAt: b.SentAt, ClientIP: "2001:db8::5"}, nil)
-				if err != nil {
-					var e *Error
-					if errors.As(err, &e) && e.Kind == TooLarge {
-						continue
+				for _, timed := range []bool{false, true} {
+					proj := controlplane.Project{ID: 1, AnonymizeIPs: anon, TimestampedPersonProperties: timed}
+					env, _, err := appendEnvelope(&b.Events[i], i, proj, now, &Batch{SentAt: b.SentAt, ClientIP: "2001:db8::5"}, nil)
+					if err != nil {
+						var e *Error
+						if errors.As(err, &e) && e.Kind == TooLarge {
+							continue
+						}
+						t.Fatalf("accepted without an address, refused with one (anonymize %v, timestamped %v): %v", anon, timed, err)
 					}
-					t.Fatalf("accepted without an address, refused with one (anonymize %v): %v", anon, err)
-				}
-				got, w := stored(env), maps.Clone(want)
-				switch _, had := w["$ip"]; {
-				case anon:
-					delete(w, "$ip")
-				case !had:
-					w["$ip"] = json.RawMessage(`"2001:db8::5"`)
-				}
-				if fmt.Sprint(got) != fmt.Sprint(w) {
-					t.Fatalf("anonymize %v: stored %s\nwant %s", anon, got, w)
+					got, w := stored(env), maps.Clone(want)
+					switch _, had := w["$ip"]; {
+					case anon:
+						delete(w, "$ip")
+					case !had:
+						w["$ip"] = json.RawMessage(`"2001:db8::5"`)
+					}
+					if timed && stamps {
+						w[event.PropSetTimestamp] = json.RawMessage(`true`)
+					}
+					if fmt.Sprint(got) != fmt.Sprint(w) {
+						t.Fatalf("anonymize %v, timestamped %v: stored %s\nwant %s", anon, timed, got, w)
+					}
 				}
 			}
 		}

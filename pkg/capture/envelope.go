@@ -38,7 +38,9 @@ type Envelope struct {
 //     duplicate window does not double the event; without a timestamp
 //     two identical events are different events, and get random uuids.
 //   - timestamp: see eventTime.
-//   - properties: as sent, with the client's address as $ip (withClientIP);
+//   - properties: as sent, with the client's address as $ip (withClientIP),
+//     and "$set_timestamp":true when the project has
+//     timestamped_person_properties and the event a $set without one;
 //     $set, $set_once, $unset: passed through as sent.
 //
 // The envelope is appended to arena, which is returned grown (unchanged
@@ -95,23 +97,76 @@ func appendEnvelope(ev *Raw, i int, proj controlplane.Project, now time.Time, ba
 	// The envelope is appended to the request's arena (see arena.go): one
 	// buffer for all of a request's envelopes instead of one each.
 	start := len(arena)
-	b := append(arena, `{"uuid":`...)
-	b = appendString(b, id)
+	env := envelopeParts{id: id, name: name, distinctID: distinctID, ts: ts, properties: properties, addIP: addIP, ip: batch.ClientIP}
+	b, parsed, err := env.appendTo(arena, i, &f)
+	if err != nil {
+		return Envelope{}, arena, err
+	}
+	if proj.TimestampedPersonProperties && len(parsed.Set) > 0 {
+		// The project imports history: the event's $set is made
+		// timestamp-aware in the log itself, so a replay folds it the
+		// same whatever the setting is then (docs/events.md). An event
+		// with its own $set_timestamp keeps it.
+		if _, has := parsed.Properties[event.PropSetTimestamp]; !has {
+			env.stamp = true
+			if b, parsed, err = env.appendTo(arena[:start], i, &f); err != nil {
+				return Envelope{}, arena, err
+			}
+		}
+	}
+	data := b[start:len(b):len(b)]
+	// Person writes (deleting, splitting, writing in a key's name) are the
+	// API's commands; the public token grants none of them.
+	if reason := parsed.Reserved(); reason != "" {
+		return Envelope{}, arena, eventError(Malformed, i, "event %q: %s (personal API key routes only)", parsed.Event, reason)
+	}
+	return Envelope{UUID: id, Data: data}, b, nil
+}
+
+// envelopeParts are the fields of an envelope as appendEnvelope settled
+// them.
+type envelopeParts struct {
+	id               string
+	name, distinctID json.RawMessage
+	ts               time.Time
+	properties       json.RawMessage // as withClientIP gives it
+	addIP            bool
+	ip               string
+	// stamp puts "$set_timestamp":true first in the properties (the
+	// project's timestamped_person_properties).
+	stamp bool
+}
+
+// appendTo appends the envelope of the i-th event (with f its top-level
+// fields) to b, and returns b grown and the envelope parsed with the
+// ingester's parser.
+func (e *envelopeParts) appendTo(b []byte, i int, f *Fields) ([]byte, event.Event, error) {
+	start := len(b)
+	b = append(b, `{"uuid":`...)
+	b = appendString(b, e.id)
 	b = append(b, `,"event":`...)
-	b = append(b, name...)
+	b = append(b, e.name...)
 	b = append(b, `,"distinct_id":`...)
-	b = append(b, distinctID...)
+	b = append(b, e.distinctID...)
 	// RFC 3339 never holds a character JSON escapes.
 	b = append(b, `,"timestamp":"`...)
-	b = ts.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = e.ts.UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, '"')
 	for _, kv := range [...]struct {
 		key string
 		v   json.RawMessage
-	}{{`,"properties":`, properties}, {`,"$set":`, f.Set}, {`,"$set_once":`, f.SetOnce}, {`,"$unset":`, f.Unset}} {
-		if kv.key == `,"properties":` && addIP {
-			b = appendWithIP(append(b, kv.key...), batch.ClientIP, kv.v)
-		} else if !isNull(kv.v) {
+	}{{`,"properties":`, e.properties}, {`,"$set":`, f.Set}, {`,"$set_once":`, f.SetOnce}, {`,"$unset":`, f.Unset}} {
+		switch {
+		case kv.key == `,"properties":` && (e.addIP || e.stamp):
+			rest := kv.v // addIP: what follows the opening brace
+			if !e.addIP && !isNull(rest) {
+				// An object: the parse of the envelope without the
+				// stamp said so.
+				rest = rest[skipSpace(rest)+1:]
+				rest = rest[skipSpace(rest):]
+			}
+			b = appendFirst(append(b, kv.key...), e.addIP, e.ip, e.stamp, rest)
+		case !isNull(kv.v):
 			b = append(b, kv.key...)
 			b = append(b, kv.v...)
 		}
@@ -119,23 +174,18 @@ func appendEnvelope(ev *Raw, i int, proj controlplane.Project, now time.Time, ba
 	b = append(b, '}')
 	data := b[start:len(b):len(b)]
 	if len(data) > MaxEventBytes {
-		return Envelope{}, arena, eventError(TooLarge, i, "is %d bytes, the limit is %d", len(data), MaxEventBytes)
+		return b, event.Event{}, eventError(TooLarge, i, "is %d bytes, the limit is %d", len(data), MaxEventBytes)
 	}
 	// The envelope is ours and never written again: Parse need not copy it.
 	parsed, err := event.ParseOwned(data)
 	if err != nil {
 		var evErr *event.Error
 		if errors.As(err, &evErr) {
-			return Envelope{}, arena, eventError(Malformed, i, "%s", evErr.Reason)
+			return b, event.Event{}, eventError(Malformed, i, "%s", evErr.Reason)
 		}
-		return Envelope{}, arena, eventError(Malformed, i, "%v", err)
+		return b, event.Event{}, eventError(Malformed, i, "%v", err)
 	}
-	// Person writes (deleting, splitting, writing in a key's name) are the
-	// API's commands; the public token grants none of them.
-	if reason := parsed.Reserved(); reason != "" {
-		return Envelope{}, arena, eventError(Malformed, i, "event %q: %s (personal API key routes only)", parsed.Event, reason)
-	}
-	return Envelope{UUID: id, Data: data}, b, nil
+	return b, parsed, nil
 }
 
 // withClientIP says what an event's properties are published as: as
@@ -146,7 +196,7 @@ func appendEnvelope(ev *Raw, i int, proj controlplane.Project, now time.Time, ba
 // object written again).
 //
 // addIP: $ip goes first, and props is what follows the sent object's
-// opening brace (nil when there are no properties): appendWithIP
+// opening brace (nil when there are no properties): appendFirst
 // writes both into the envelope, with no copy of the properties between.
 // The common event is looked at without decoding its properties: no
 // "$ip" in their text and no escape that could spell it.
@@ -189,10 +239,20 @@ func withClientIP(ev *Raw, ip string, anonymize bool) (props json.RawMessage, ad
 	return rest[skipSpace(rest):], true, nil
 }
 
-// appendWithIP appends a properties object with $ip first, then rest:
-// what followed the sent object's opening brace (withClientIP).
-func appendWithIP(b []byte, ip string, rest json.RawMessage) []byte {
-	b = appendString(append(b, `{"$ip":`...), ip)
+// appendFirst appends a properties object with $ip (when addIP) and
+// "$set_timestamp":true (when stamp) first, then rest: what followed the
+// object's opening brace (nil: no properties).
+func appendFirst(b []byte, addIP bool, ip string, stamp bool, rest json.RawMessage) []byte {
+	b = append(b, '{')
+	if addIP {
+		b = appendString(append(b, `"$ip":`...), ip)
+	}
+	if stamp {
+		if addIP {
+			b = append(b, ',')
+		}
+		b = append(b, `"$set_timestamp":true`...)
+	}
 	if isNull(rest) || rest[0] == '}' {
 		return append(b, '}')
 	}

@@ -3,6 +3,7 @@ package capture
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -275,6 +276,57 @@ func TestClientIP(t *testing.T) {
 			got, ok := props["$ip"]
 			if (c.want == nil) == ok || (ok && got != c.want) || len(props) != c.props {
 				t.Fatalf("stored properties %v, want $ip %v and %d properties (envelope %s)", props, c.want, c.props, env.Data)
+			}
+		})
+	}
+}
+
+// TestTimestampedPersonProperties: a project with
+// timestamped_person_properties gets "$set_timestamp":true in each event
+// that carries a $set (top level or in properties) and has no
+// $set_timestamp of its own; other events, and other projects' events,
+// are stored as sent.
+func TestTimestampedPersonProperties(t *testing.T) {
+	now := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name, in string
+		ip       string
+		want     string // the stored properties
+	}{
+		{"top-level $set, no properties", `{"event":"e","distinct_id":"d","$set":{"x":1}}`, "", `{"$set":{"x":1},"$set_timestamp":true}`},
+		{"$set in properties", `{"event":"e","distinct_id":"d","properties":{"a":1,"$set":{"x":1}}}`, "", `{"$set":{"x":1},"$set_timestamp":true,"a":1}`},
+		{"with the client address", `{"event":"e","distinct_id":"d","properties": { "a":1 },"$set":{"x":1}}`, "203.0.113.9", `{"$ip":"203.0.113.9","$set":{"x":1},"$set_timestamp":true,"a":1}`},
+		{"empty properties", `{"event":"e","distinct_id":"d","properties":{ },"$set":{"x":1}}`, "", `{"$set":{"x":1},"$set_timestamp":true}`},
+		{"own $set_timestamp kept", `{"event":"e","distinct_id":"d","properties":{"$set_timestamp":false},"$set":{"x":1}}`, "", `{"$set":{"x":1},"$set_timestamp":false}`},
+		{"own moment kept", `{"event":"e","distinct_id":"d","properties":{"\u0024set_timestamp":"2020-01-01T00:00:00Z"},"$set":{"x":1}}`, "", `{"$set":{"x":1},"$set_timestamp":"2020-01-01T00:00:00Z"}`},
+		{"no $set", `{"event":"e","distinct_id":"d","properties":{"a":1},"$set_once":{"x":1}}`, "", `{"$set_once":{"x":1},"a":1}`},
+		{"empty $set", `{"event":"e","distinct_id":"d","$set":{}}`, "", `{"$set":{}}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, timed := range []bool{false, true} {
+				proj := controlplane.Project{ID: 1, TimestampedPersonProperties: timed}
+				env, _, err := appendEnvelope(raw(t, c.in), 0, proj, now, &Batch{ClientIP: c.ip}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ev, err := event.Parse(env.Data)
+				if err != nil {
+					t.Fatalf("%s: %v", env.Data, err)
+				}
+				var got, want map[string]any
+				if err := json.Unmarshal([]byte(ev.StoredProperties()), &got); err != nil {
+					t.Fatal(err)
+				}
+				if err := json.Unmarshal([]byte(c.want), &want); err != nil {
+					t.Fatal(err)
+				}
+				if !timed && !strings.Contains(c.in, "set_timestamp") {
+					delete(want, event.PropSetTimestamp) // not stamped
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("timestamped %v: stored %v, want %v (envelope %s)", timed, got, want, env.Data)
+				}
 			}
 		})
 	}

@@ -23,6 +23,9 @@ func (s *Store) PersonsByID(ctx context.Context, projectID uint64, ids []uint64)
 	if err != nil {
 		return nil, fmt.Errorf("persons by id: %w", err)
 	}
+	if err := s.withLastSeen(ctx, projectID, Watermark{}, list); err != nil {
+		return nil, err
+	}
 	for _, p := range list {
 		out[p.ID] = p
 	}
@@ -44,6 +47,9 @@ func (s *Store) PersonsByUUID(ctx context.Context, projectID uint64, uuids []uui
 		projectID, statement.Set(uuids))
 	if err != nil {
 		return nil, fmt.Errorf("persons by uuid: %w", err)
+	}
+	if err := s.withLastSeen(ctx, projectID, Watermark{}, list); err != nil {
+		return nil, err
 	}
 	for _, p := range list {
 		if old, ok := out[p.UUID]; !ok || p.ID > old.ID {

@@ -33,7 +33,7 @@ func (s *Store) LoadPersons(ctx context.Context, projectID uint64, ids []uint64)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.conn.Query(ctx, `SELECT id, uuid, properties, distinct_ids, created_at, is_identified, is_deleted, version
+	rows, err := s.conn.Query(ctx, `SELECT id, uuid, properties, property_times, distinct_ids, created_at, is_identified, is_deleted, version
 		FROM persons FINAL WHERE project_id = ? AND id IN (SELECT key FROM keys)`, projectID)
 	if err != nil {
 		return nil, err
@@ -44,7 +44,7 @@ func (s *Store) LoadPersons(ctx context.Context, projectID uint64, ids []uint64)
 		// a person an event changes (docs/architecture.md).
 		r := fold.PersonRow{ProjectID: projectID}
 		var ident, del uint8
-		if err := rows.Scan(&r.ID, &r.UUID, &r.PropertiesJSON, &r.DistinctIDs, &r.CreatedAt, &ident, &del, &r.Version); err != nil {
+		if err := rows.Scan(&r.ID, &r.UUID, &r.PropertiesJSON, &r.PropertyTimes, &r.DistinctIDs, &r.CreatedAt, &ident, &del, &r.Version); err != nil {
 			return nil, err
 		}
 		r.IsIdentified, r.IsDeleted = ident == 1, del == 1
@@ -290,7 +290,7 @@ func (s *Store) writePersons(ctx context.Context, persons []fold.PersonRow) erro
 	if len(persons) == 0 {
 		return nil
 	}
-	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO persons (project_id, id, uuid, properties, property_keys, property_values, distinct_ids, created_at, is_identified, is_deleted, version)`)
+	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO persons (project_id, id, uuid, properties, property_keys, property_values, distinct_ids, created_at, is_identified, is_deleted, version, property_times)`)
 	if err != nil {
 		return err
 	}
@@ -298,7 +298,7 @@ func (s *Store) writePersons(ctx context.Context, persons []fold.PersonRow) erro
 	var (
 		projects, ids, versions = make([]uint64, n), make([]uint64, n), make([]uint64, n)
 		uuids                   = make([]uuid.UUID, n)
-		props                   = make([]string, n)
+		props, times            = make([]string, n), make([]string, n)
 		keys, values, dids      = make([][]string, n), make([][]string, n), make([][]string, n)
 		created                 = make([]time.Time, n)
 		identified, deleted     = make([]uint8, n), make([]uint8, n)
@@ -310,6 +310,7 @@ func (s *Store) writePersons(ctx context.Context, persons []fold.PersonRow) erro
 			batch.Abort()
 			return fmt.Errorf("person %d: %w", p.ID, err)
 		}
+		times[i] = p.PropertyTimes
 		dids[i] = p.DistinctIDs
 		if dids[i] == nil {
 			dids[i] = []string{}
@@ -320,7 +321,7 @@ func (s *Store) writePersons(ctx context.Context, persons []fold.PersonRow) erro
 	}
 	statement.ReserveStrings(batch, 3, n, size) // properties
 	// In the statement's column order.
-	for i, col := range []any{projects, ids, uuids, props, keys, values, dids, created, identified, deleted, versions} {
+	for i, col := range []any{projects, ids, uuids, props, keys, values, dids, created, identified, deleted, versions, times} {
 		if err := batch.Column(i).Append(col); err != nil {
 			batch.Abort()
 			return statement.Classify(err)

@@ -45,6 +45,9 @@ const markMaxAge = time.Minute
 const (
 	markPages    = 32
 	markProjects = 1024
+	// markSeenIDs bounds the distinct ids' last seen times kept per
+	// project: 32 pages of 1000 persons with a few ids each.
+	markSeenIDs = 1 << 16
 )
 
 // Watermark is where the ingester of a project's partition stood when a
@@ -76,6 +79,18 @@ type markEntry struct {
 	// the watermark moves, the 16 clients of a busy list would all read
 	// the same page at once; one does, the others wait for it.
 	reading map[pageKey]chan struct{}
+	// seen are the last seen times of distinct ids read at mark
+	// (lastseen.go): only an ingester's batch writes events, so they too
+	// hold while the watermark does not move (the deleter's rewrites are
+	// among the writes markMaxAge bounds).
+	seen map[string]seenAt
+}
+
+// seenAt is a distinct id's last seen time; ok is false for an id without
+// behaviour events.
+type seenAt struct {
+	t  time.Time
+	ok bool
 }
 
 type markedCount struct {
@@ -165,6 +180,51 @@ func (m *markedLists) putPage(project uint64, mark Watermark, offset, limit int,
 		clear(e.pages) // a crawl through many pages: start again
 	}
 	e.pages[pageKey{offset, limit}] = markedPage{keys: keys, total: total}
+}
+
+// lastSeen returns the last seen times of the ids kept at mark, and the
+// ids it does not know.
+func (m *markedLists) lastSeen(project uint64, mark Watermark, ids []string) (map[string]seenAt, []string) {
+	if m == nil || !mark.Known {
+		return nil, ids
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.current(project, mark)
+	if e == nil || e.seen == nil {
+		return nil, ids
+	}
+	found := make(map[string]seenAt, len(ids))
+	var missing []string
+	for _, id := range ids {
+		if v, ok := e.seen[id]; ok {
+			found[id] = v
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	return found, missing
+}
+
+// putLastSeen keeps the last seen times of ids read after mark was seen:
+// read holds those that have one.
+func (m *markedLists) putLastSeen(project uint64, mark Watermark, ids []string, read map[string]time.Time) {
+	if m == nil || !mark.Known {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.writable(project, mark)
+	if e == nil {
+		return
+	}
+	if e.seen == nil || len(e.seen)+len(ids) > markSeenIDs {
+		e.seen = make(map[string]seenAt, len(ids))
+	}
+	for _, id := range ids {
+		t, ok := read[id]
+		e.seen[id] = seenAt{t: t, ok: ok}
+	}
 }
 
 // count returns the project's live count kept at mark.

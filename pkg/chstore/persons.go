@@ -30,6 +30,9 @@ type PersonRecord struct {
 	DistinctIDs  []string
 	CreatedAt    time.Time
 	IsIdentified bool
+	// LastSeenAt is the time of the person's newest behaviour event, over
+	// the distinct ids it owns now (withLastSeen); nil when it has none.
+	LastSeenAt *time.Time
 }
 
 // ListQuery selects persons of one project. Empty fields do not filter.
@@ -126,9 +129,18 @@ const fewMatches = 200
 //
 // The page's ids are chosen first, reading only narrow columns; the wide
 // ones (properties, distinct ids) are then read for the page's persons
-// only, not for every person of the project the sort passes over.
+// only, not for every person of the project the sort passes over, and
+// their last seen times for the page's distinct ids only.
 func (s *Store) ListPersons(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
 	ctx = statement.KeyRead(ctx)
+	list, total, err := s.listPersons(ctx, q)
+	if err != nil {
+		return nil, 0, err
+	}
+	return list, total, s.withLastSeen(ctx, q.ProjectID, q.Mark, list)
+}
+
+func (s *Store) listPersons(ctx context.Context, q ListQuery) ([]PersonRecord, uint64, error) {
 	if q.unfiltered() && q.Limit > 0 {
 		list, total, ok, err := s.listUnfiltered(ctx, q, true)
 		if ok || err != nil {
@@ -197,11 +209,15 @@ func (s *Store) listFew(ctx context.Context, q ListQuery, key, tests string, arg
 	return found[min(q.Offset, len(found)):], uint64(len(found)), true, nil
 }
 
+// exportBlock is the persons an export reads a block of rows at a time
+// (exportCtx's max_block_size), and hands on with their last seen times.
+const exportBlock = 1024
+
 // exportCtx is statement.Read with small result blocks: the driver holds a whole
 // block in memory, and ClickHouse's default (65,536 rows) of persons with
 // large properties would be tens of MB, whatever the export does with them.
 func exportCtx(ctx context.Context) context.Context {
-	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_move_to_prewhere": 0, "max_block_size": 1024}))
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_move_to_prewhere": 0, "max_block_size": exportBlock}))
 }
 
 // EachPerson streams every person matching q (no paging), for exports.
@@ -222,16 +238,36 @@ func (s *Store) EachPerson(ctx context.Context, q ListQuery, fn func(PersonRecor
 		return err
 	}
 	defer rows.Close()
+	// The persons go to fn a block at a time, each block's last seen
+	// times read in one statement.
+	block := make([]PersonRecord, 0, exportBlock)
+	flush := func() error {
+		if err := s.withLastSeen(ctx, q.ProjectID, Watermark{}, block); err != nil {
+			return err
+		}
+		for _, p := range block {
+			if err := fn(p); err != nil {
+				return err
+			}
+		}
+		block = block[:0]
+		return nil
+	}
 	for rows.Next() {
 		p, err := scanPerson(rows)
 		if err != nil {
 			return err
 		}
-		if err := fn(p); err != nil {
-			return err
+		if block = append(block, p); len(block) == exportBlock {
+			if err := flush(); err != nil {
+				return err
+			}
 		}
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return flush()
 }
 
 // GetPerson returns a live person by integer id.
@@ -257,6 +293,9 @@ func (s *Store) getPerson(ctx context.Context, cond string, projectID uint64, ke
 	}
 	if len(list) == 0 {
 		return PersonRecord{}, ErrNotFound
+	}
+	if err := s.withLastSeen(ctx, projectID, Watermark{}, list[:1]); err != nil {
+		return PersonRecord{}, err
 	}
 	return list[0], nil
 }

@@ -50,6 +50,11 @@ type Project struct {
 	// AnonymizeIPs (PostHog's anonymize_ips): capture records no client
 	// address in the project's events and drops a $ip a client sends.
 	AnonymizeIPs bool `json:"anonymize_ips,omitempty"`
+	// TimestampedPersonProperties: capture makes every event's $set
+	// timestamp-aware ("$set_timestamp": true in the event), so a
+	// historical import keeps the value of each person property with the
+	// newest event timestamp (docs/events.md, "Timestamp-aware $set").
+	TimestampedPersonProperties bool `json:"timestamped_person_properties,omitempty"`
 }
 
 // TimezoneName is the project's zone name, "UTC" when unset.

@@ -158,6 +158,9 @@ type ProjectUpdate struct {
 	Timezone *string
 	// AnonymizeIPs: capture stores no client address for the project.
 	AnonymizeIPs *bool
+	// TimestampedPersonProperties: capture makes the project's $set
+	// timestamp-aware.
+	TimestampedPersonProperties *bool
 }
 
 // SetProjectTimezone sets a project's time zone (an IANA name, checked by
@@ -190,6 +193,10 @@ func (s *Store) UpdateProject(ctx context.Context, id uint64, u ProjectUpdate) (
 		if u.AnonymizeIPs != nil {
 			p.AnonymizeIPs = *u.AnonymizeIPs
 			attrs = append(attrs, slog.Bool("anonymize_ips", p.AnonymizeIPs))
+		}
+		if u.TimestampedPersonProperties != nil {
+			p.TimestampedPersonProperties = *u.TimestampedPersonProperties
+			attrs = append(attrs, slog.Bool("timestamped_person_properties", p.TimestampedPersonProperties))
 		}
 		data, err := json.Marshal(p)
 		if err != nil {

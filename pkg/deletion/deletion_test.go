@@ -208,7 +208,8 @@ func TestRunDeletesRequestedEventsOnly(t *testing.T) {
 	before := time.Now().UTC().Add(-time.Second)
 	sum := f.runOnce(t)
 	// Person 10's event at 150 is left: its hourly counts are rebuilt.
-	want := Summary{Taken: 3, Verified: 3, EventsDeleted: 9 + 12, Mutations: 1, Recounted: 1}
+	// The last seen times of d10 and d11 are written from the events kept.
+	want := Summary{Taken: 3, Verified: 3, EventsDeleted: 9 + 12, Mutations: 1, Recounted: 1, LastSeen: 2}
 	if sum != want {
 		t.Fatalf("summary %+v, want %+v", sum, want)
 	}
@@ -312,8 +313,8 @@ func TestBatches(t *testing.T) {
 	commit(t, f.conn, 100)
 
 	sum := f.runOnce(t)
-	// Project 1: 2 + 2 + 1 persons; project 2: 1.
-	want := Summary{Taken: 6, Verified: 6, EventsDeleted: 11, Mutations: 4}
+	// Project 1: 2 + 2 + 1 persons; project 2: 1. One distinct id each.
+	want := Summary{Taken: 6, Verified: 6, EventsDeleted: 11, Mutations: 4, LastSeen: 6}
 	if sum != want {
 		t.Fatalf("summary %+v, want %+v", sum, want)
 	}
@@ -372,7 +373,7 @@ func TestCopyRowsAloneAreDeleted(t *testing.T) {
 	request(t, f.runner, Request{ProjectID: 1, PersonID: 20, RequestSeq: 10})
 	commit(t, f.conn, 10)
 	sum := f.runOnce(t)
-	if want := (Summary{Taken: 1, Verified: 1, Mutations: 1}); sum != want {
+	if want := (Summary{Taken: 1, Verified: 1, Mutations: 1, LastSeen: 1}); sum != want {
 		t.Fatalf("summary %+v, want %+v", sum, want)
 	}
 	if got := rowsOf(t, f.conn, "events_by_distinct_id", 1, 20); len(got) != 0 {

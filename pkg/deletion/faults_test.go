@@ -44,7 +44,7 @@ func TestShutdownLeavesRequestsForNextRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Summary{Taken: 2, Left: 2, Mutations: 1, Interrupted: true}); sum != want {
+	if want := (Summary{Taken: 2, Left: 2, Mutations: 1, LastSeen: 1, Interrupted: true}); sum != want {
 		t.Fatalf("interrupted run %+v, want %+v", sum, want)
 	}
 	reqs := requests(t, conn)
@@ -89,7 +89,7 @@ func TestVerificationFindsLateEvents(t *testing.T) {
 
 	sum := f.runOnce(t)
 	// 1/50's late event is left: its hourly counts are rebuilt from it.
-	if want := (Summary{Taken: 2, Verified: 1, Failed: 1, EventsDeleted: 1, Mutations: 1, Recounted: 1}); sum != want {
+	if want := (Summary{Taken: 2, Verified: 1, Failed: 1, EventsDeleted: 1, Mutations: 1, Recounted: 1, LastSeen: 2}); sum != want {
 		t.Fatalf("summary %+v, want %+v", sum, want)
 	}
 	reqs := requests(t, conn)
@@ -104,7 +104,7 @@ func TestVerificationFindsLateEvents(t *testing.T) {
 	}
 
 	sum = f.runOnce(t)
-	if want := (Summary{Taken: 1, Verified: 1, EventsDeleted: 1, Mutations: 1}); sum != want {
+	if want := (Summary{Taken: 1, Verified: 1, EventsDeleted: 1, Mutations: 1, LastSeen: 1}); sum != want {
 		t.Fatalf("next run %+v, want %+v", sum, want)
 	}
 	if got := eventsOf(t, conn, 1, 50); len(got) != 0 {

@@ -71,6 +71,7 @@ type Summary struct {
 	EventsDeleted uint64 // events of the verified requests, counted before deleting
 	Mutations     int    // mutations issued
 	Recounted     int    // persons whose hourly counts were rebuilt from events left to them (normally none)
+	LastSeen      int    // distinct ids whose last seen times were rewritten from the events kept (batches that did not fail)
 	Interrupted   bool   // the run stopped because its context was cancelled
 }
 
@@ -106,7 +107,7 @@ func (r *Runner) RunOnce(ctx context.Context) (Summary, error) {
 	}
 	r.log.Info("deletion run done", "taken", sum.Taken, "verified", sum.Verified, "failed", sum.Failed,
 		"left", sum.Left, "waiting", sum.Waiting, "events_deleted", sum.EventsDeleted,
-		"mutations", sum.Mutations, "recounted", sum.Recounted, "interrupted", sum.Interrupted, "elapsed", elapsed)
+		"mutations", sum.Mutations, "recounted", sum.Recounted, "last_seen", sum.LastSeen, "interrupted", sum.Interrupted, "elapsed", elapsed)
 	return sum, nil
 }
 
@@ -165,6 +166,7 @@ func (r *Runner) run(ctx context.Context) (Summary, error) {
 		sum.EventsDeleted += res.deleted
 		sum.Mutations += res.mutations
 		sum.Recounted += res.recounted
+		sum.LastSeen += res.lastSeen
 		if res.interrupted {
 			sum.Interrupted = true
 			sum.Left += countAll(batches[i:])
@@ -206,12 +208,14 @@ func step(ctx context.Context) (context.Context, context.CancelFunc) {
 type batchResult struct {
 	verified, failed, mutations int
 	recounted                   int
+	lastSeen                    int // distinct ids whose last seen times were rewritten
 	deleted                     uint64
 	interrupted, timedOut       bool
 }
 
 // runBatch deletes the events of one batch (one project) and verifies it:
-// count, record the counts, mutate, wait, count again, recount the hourly
+// count, record the counts, rewrite the last seen times of the ids whose
+// events go (lastseen.go), mutate, wait, count again, recount the hourly
 // rows of persons with events left, mark verified (or failed, per person).
 func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 	var res batchResult
@@ -246,7 +250,7 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 	}
 	// The persons every row of which above its request lies outside the
 	// batch's hours (or who have none) are bounded by the batch's largest
-	// sequence alone (issue).
+	// sequence alone (purgeTargets).
 	sp := first.spanOf(targets)
 	clean := map[uint64]bool{}
 	for _, q := range targets {
@@ -264,11 +268,24 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 
 	left := found // with nothing to delete, the first count is the verification
 	if len(targets) > 0 {
+		ts := purgeTargets(targets, clean)
+		rewritten, err := r.rebuildLastSeen(st, ts, b[0].ProjectID, sp)
+		if err != nil {
+			if ctx.Err() != nil {
+				res.interrupted = true
+				return res
+			}
+			fr := r.fail(ctx, b, fmt.Errorf("rebuild person_last_seen: %w", err), true)
+			fr.timedOut = errors.Is(err, errMutationTimeout)
+			return fr
+		}
+		res.lastSeen = rewritten
+		lap("rebuild last seen")
 		before, err := r.mutationIDs(st)
 		if err != nil {
 			return r.fail(ctx, b, fmt.Errorf("list mutations: %w", err), true)
 		}
-		if err := r.issue(st, targets, clean, sp); err != nil {
+		if err := eventstore.New(r.conn).Purge(st, b[0].ProjectID, ts, sp.hours()); err != nil {
 			return r.fail(ctx, b, err, true)
 		}
 		// One deletion, counted once (the metric and Summary count batches
@@ -353,11 +370,12 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 	return res
 }
 
-// issue issues a batch's three mutations (eventstore.Purge). Their order
-// does not matter: a request is verified only when events and its copy
-// hold none of its rows, and a person whose hourly sums differ from its
-// copy is mutated again (counts.drift), so a run cut short with only some
-// of them issued leaves nothing the next run does not find.
+// purgeTargets are a batch's targets as its purge (eventstore.Purge) takes
+// them. The purge's three mutations may run in any order: a request is
+// verified only when events and its copy hold none of its rows, and a
+// person whose hourly sums differ from its copy is mutated again
+// (counts.drift), so a run cut short with only some of them issued leaves
+// nothing the next run does not find.
 //
 // clean holds the persons the batch's first count found with no row above
 // their own sequence (every row theirs to delete), or with every such row
@@ -366,12 +384,12 @@ func (r *Runner) runBatch(ctx context.Context, b []Request) batchResult {
 // the run read the ingester's commit before counting and took only
 // requests at or below it, every row at or below that commit was written
 // before the count, and a row written since has a sequence above it.
-func (r *Runner) issue(ctx context.Context, targets []Request, clean map[uint64]bool, sp span) error {
+func purgeTargets(targets []Request, clean map[uint64]bool) []eventstore.PurgeTarget {
 	ts := make([]eventstore.PurgeTarget, len(targets))
 	for i, q := range targets {
 		ts[i] = eventstore.PurgeTarget{PersonID: q.PersonID, Seq: q.RequestSeq, Clean: clean[q.PersonID]}
 	}
-	return eventstore.New(r.conn).Purge(ctx, targets[0].ProjectID, ts, sp.hours())
+	return ts
 }
 
 // laps returns a function that logs, at debug level, the time since its

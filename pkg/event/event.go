@@ -54,7 +54,7 @@ type Event struct {
 
 // FoldKeys are the properties the fold reads (and the reserved ones, which
 // Reserved looks for); Parse decodes only these.
-var FoldKeys = append([]string{"$set", "$set_once", "$unset", "$anon_distinct_id", "alias"}, ReservedProperties...)
+var FoldKeys = append([]string{"$set", "$set_once", "$unset", "$anon_distinct_id", "alias", PropSetTimestamp}, ReservedProperties...)
 
 // wire is the envelope as published.
 type wire struct {

@@ -66,6 +66,12 @@ const (
 	PropTransformations = "$transformations"
 )
 
+// PropSetTimestamp makes an event's property writes timestamp-aware
+// (docs/events.md, "Timestamp-aware $set"): true, or an RFC 3339 moment
+// that replaces the event's timestamp. Capture stamps true into the
+// events that carry $set of a project with timestamped_person_properties.
+const PropSetTimestamp = "$set_timestamp"
+
 // MaxSplitPerEvent is the most distinct ids one $split_person moves; the
 // API splits a person with more ids in several events.
 const MaxSplitPerEvent = 256

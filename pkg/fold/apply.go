@@ -9,6 +9,7 @@ import (
 	"github.com/personhub/personhub/pkg/activity"
 	"github.com/personhub/personhub/pkg/event"
 	"github.com/personhub/personhub/pkg/person"
+	"github.com/personhub/personhub/pkg/proptime"
 )
 
 // WarningCannotMergeAlreadyIdentified is raised when an $identify or
@@ -142,6 +143,9 @@ func (f *Folder) merge(ctx context.Context, in Input, other string, dangerous bo
 			merged[k] = v
 		}
 		target.row.Properties = merged
+		// Each kept value keeps the moment recorded with it.
+		tt := f.times(target)
+		*tt = proptime.Merge(merged, tp, sp, *tt, *f.times(source))
 		if source.row.CreatedAt.Before(target.row.CreatedAt) {
 			target.row.CreatedAt = source.row.CreatedAt
 		}
@@ -368,23 +372,36 @@ func (f *Folder) update(p *personState, in Input, identify bool) (before, after 
 	// Only an event that may change the properties decodes them.
 	var props map[string]any
 	var setOnce, set map[string]any
+	var times *proptime.Times
+	var w proptime.Write
 	if len(ev.Set)+len(ev.SetOnce)+len(ev.Unset) > 0 {
 		props = f.props(p)
 		setOnce, set = f.allowedChanges(in, p, props) // limits.go
+		// Timestamp-aware writes (docs/events.md): the moment is the
+		// event's, from the log.
+		times = f.times(p)
+		w.Moment, w.Aware = proptime.Moment(ev.Properties[event.PropSetTimestamp], ev.Timestamp)
 	}
 	for k, v := range setOnce {
 		if _, ok := props[k]; !ok {
 			props[k] = v
 			note(k, nil, false, v, true)
+			times.SetOnce(k, w)
 		}
 	}
 	for k, v := range set {
+		apply, moved := times.Set(k, w)
+		if !apply {
+			continue // older than the value's recorded moment
+		}
+		changed = changed || moved
 		if old, ok := props[k]; !ok || !propsEqual(old, v) {
 			props[k] = v
 			note(k, old, ok, v, true)
 		}
 	}
 	for _, k := range ev.Unset {
+		changed = times.Unset(k) || changed
 		if old, ok := props[k]; ok {
 			delete(props, k)
 			note(k, old, true, nil, false)

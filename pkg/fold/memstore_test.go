@@ -107,6 +107,9 @@ func (m *memStore) snapshot(project uint64) []string {
 		if p.IsIdentified {
 			line += " identified"
 		}
+		if p.PropertyTimes != "" {
+			line += " times=" + p.PropertyTimes
+		}
 		lines = append(lines, line)
 	}
 	sort.Strings(lines)
@@ -120,7 +123,7 @@ func (m *memStore) rows() string {
 	var out []string
 	for k, p := range m.persons {
 		props, _ := json.Marshal(p.Properties)
-		out = append(out, fmt.Sprintf("person %d/%d %s %s %v identified=%v deleted=%v v%d", k.project, k.id, p.UUID, props, p.DistinctIDs, p.IsIdentified, p.IsDeleted, p.Version))
+		out = append(out, fmt.Sprintf("person %d/%d %s %s %v identified=%v deleted=%v v%d times=%s", k.project, k.id, p.UUID, props, p.DistinctIDs, p.IsIdentified, p.IsDeleted, p.Version, p.PropertyTimes))
 	}
 	for k, d := range m.dids {
 		out = append(out, fmt.Sprintf("did %d/%s -> %d deleted=%v v%d first=%d", k.project, k.id, d.PersonID, d.IsDeleted, d.Version, d.FirstSeq))

@@ -5,6 +5,7 @@ import (
 	"maps"
 
 	"github.com/personhub/personhub/pkg/propjson"
+	"github.com/personhub/personhub/pkg/proptime"
 )
 
 // Cached persons keep their properties as the stored JSON (personState);
@@ -33,6 +34,30 @@ func (f *Folder) props(p *personState) map[string]any {
 	p.emailSeen = true
 	f.decoded = append(f.decoded, p)
 	return m
+}
+
+// times returns p's recorded moments (proptime) for the fold to read and
+// change, decoding the stored form on first use since the last Flush. A
+// change must mark p dirty (touch). Most persons have none: their stored
+// form is "" and this costs nothing.
+func (f *Folder) times(p *personState) *proptime.Times {
+	if !p.timesRead {
+		t, err := proptime.Decode(p.row.PropertyTimes)
+		if err != nil && f.broken == nil {
+			// Apply returns it: the batch fails as a failed load would.
+			f.broken = fmt.Errorf("person %d: stored property times: %w", p.row.ID, err)
+		}
+		p.times, p.timesRead = t, true
+	}
+	return &p.times
+}
+
+// flushTimes puts p's decoded moments back in their stored form.
+func (p *personState) flushTimes() {
+	if p.timesRead {
+		p.row.PropertyTimes = proptime.Encode(p.times)
+		p.times, p.timesRead = nil, false
+	}
 }
 
 // emailKept reports whether the row Flush hands out for p (its
@@ -88,6 +113,7 @@ func storedProps(r *PersonRow) {
 // written as it is by the store), the batch the map (for the rows'
 // key/value arrays and emails).
 func (f *Folder) flushRow(p *personState) PersonRow {
+	p.flushTimes()
 	row, props := p.row, p.row.Properties
 	if props == nil {
 		// Dirty for its ids alone: the store needs the map too.
@@ -120,6 +146,7 @@ func (f *Folder) compact() {
 		if !p.dirty {
 			p.row.Properties = nil
 			p.forgetEmail()
+			p.times, p.timesRead = nil, false // unchanged: the stored form is current
 		}
 	}
 	clear(f.decoded)

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/personhub/personhub/pkg/activity"
+	"github.com/personhub/personhub/pkg/proptime"
 )
 
 // PersonRow is one version of a person, as stored.
@@ -34,10 +35,15 @@ type PersonRow struct {
 	// nil): the Folder decodes it only when an event needs the map.
 	// Flush gives both, the JSON encoded from the map.
 	PropertiesJSON string
-	CreatedAt      time.Time
-	IsIdentified   bool
-	IsDeleted      bool
-	Version        uint64
+	// PropertyTimes are the moments recorded for properties by
+	// timestamp-aware writes (package proptime), in its stored form: ""
+	// for a person that never saw one. Between Flushes the Folder may
+	// hold them decoded (personState.times); Flush gives the current ones.
+	PropertyTimes string
+	CreatedAt     time.Time
+	IsIdentified  bool
+	IsDeleted     bool
+	Version       uint64
 	// DistinctIDs are the ids the person owns, oldest first. A person
 	// deleted by a merge keeps the list it had when it was merged away.
 	DistinctIDs []string
@@ -139,6 +145,10 @@ type personState struct {
 	// one the store's row has (Flush's EmailIndexed).
 	emailSeen, emailHad bool
 	email               any
+	// times are row.PropertyTimes decoded, current while timesRead
+	// (Folder.times); Flush encodes them again.
+	times     proptime.Times
+	timesRead bool
 }
 
 type didState struct {

@@ -23,10 +23,15 @@ func personJSON(p chstore.PersonRecord) person.Person {
 	if props == nil {
 		props = map[string]any{}
 	}
-	return person.Person{
+	out := person.Person{
 		ID: p.ID, UUID: p.UUID, Name: person.DisplayName(props, ids, p.ID), DistinctIDs: ids,
 		Properties: props, CreatedAt: p.CreatedAt.UTC().Truncate(time.Second), IsIdentified: p.IsIdentified,
 	}
+	if p.LastSeenAt != nil {
+		seen := p.LastSeenAt.UTC().Format(person.LastSeenLayout)
+		out.LastSeenAt = &seen
+	}
+	return out
 }
 
 // listPersons serves GET /api/projects/{project_id}/persons/.

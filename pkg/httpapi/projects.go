@@ -17,11 +17,14 @@ type projectJSON struct {
 	CreatedAt      string `json:"created_at"`
 	Timezone       string `json:"timezone"`
 	AnonymizeIPs   bool   `json:"anonymize_ips"`
+	// TimestampedPersonProperties: capture makes $set timestamp-aware.
+	TimestampedPersonProperties bool `json:"timestamped_person_properties"`
 }
 
 func toProjectJSON(p controlplane.Project) projectJSON {
 	return projectJSON{ID: p.ID, OrganizationID: p.OrganizationID, Name: p.Name, APIToken: p.APIToken,
-		CreatedAt: p.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), Timezone: p.TimezoneName(), AnonymizeIPs: p.AnonymizeIPs}
+		CreatedAt: p.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), Timezone: p.TimezoneName(), AnonymizeIPs: p.AnonymizeIPs,
+		TimestampedPersonProperties: p.TimestampedPersonProperties}
 }
 
 // listProjects serves GET /api/projects/: the projects of the key's
@@ -50,8 +53,9 @@ func (a *API) getProject(w http.ResponseWriter, r *http.Request) error {
 }
 
 // patchProject serves PATCH /api/projects/{project_id}/: the time zone
-// (analysis buckets and relative dates follow it) and anonymize_ips
-// (capture stores no client address) are settable; other fields of the
+// (analysis buckets and relative dates follow it), anonymize_ips
+// (capture stores no client address) and timestamped_person_properties
+// (capture makes $set timestamp-aware) are settable; other fields of the
 // body are ignored.
 func (a *API) patchProject(w http.ResponseWriter, r *http.Request) error {
 	p, err := a.project(r)
@@ -76,6 +80,13 @@ func (a *API) patchProject(w http.ResponseWriter, r *http.Request) error {
 			return invalid("anonymize_ips", "anonymize_ips must be true or false.")
 		}
 		u.AnonymizeIPs = &anon
+	}
+	if raw, ok := body["timestamped_person_properties"]; ok {
+		on, ok := raw.(bool)
+		if !ok {
+			return invalid("timestamped_person_properties", "timestamped_person_properties must be true or false.")
+		}
+		u.TimestampedPersonProperties = &on
 	}
 	if u != (controlplane.ProjectUpdate{}) {
 		p, err = a.keys.UpdateProject(r.Context(), p.ID, u)

@@ -207,10 +207,10 @@ func (a *API) propertiesAtTime(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	// Folded as they stream: memory holds the properties, not the events.
-	state := map[string]any{}
+	state := timeline.NewState()
 	var last *eventstore.PersonEvent
 	err = a.store.EachPersonEvent(r.Context(), proj.ID, p.DistinctIDs, true, at, func(e eventstore.PersonEvent) error {
-		timeline.Fold(state, e.Properties, setOnce)
+		state.Fold(e.Properties, e.Timestamp, setOnce)
 		meta.EventsApplied++
 		last = &e
 		return nil
@@ -219,7 +219,7 @@ func (a *API) propertiesAtTime(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := personJSON(p)
-	out.Properties = state
+	out.Properties = state.Props
 	meta.DistinctIDsQueried = append([]string{}, out.DistinctIDs...)
 	meta.DistinctIDsCount = len(out.DistinctIDs)
 	if last != nil {

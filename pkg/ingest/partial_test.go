@@ -83,12 +83,12 @@ func (s *partialStore) WriteBatch(ctx context.Context, events []eventstore.Row, 
 }
 
 // writeRows writes a failed batch's landed part, and half the time the
-// events without their copy in events_by_distinct_id and their counts in
-// events_hourly, as an insert that dies after ClickHouse wrote the table
+// events without their copy in events_by_distinct_id, their counts in
+// events_hourly and their times in person_last_seen, as an insert that dies after ClickHouse wrote the table
 // and before its views do: the views are detached for the write.
 func (s *partialStore) writeRows(ctx context.Context, events []eventstore.Row, b fold.Batch) {
 	if len(events) > 0 && s.rnd.Intn(2) == 0 {
-		for _, view := range []string{"events_by_distinct_id_mv", "events_hourly_rows_mv", "events_first_seq_mv"} {
+		for _, view := range []string{"events_by_distinct_id_mv", "events_hourly_rows_mv", "events_first_seq_mv", "person_last_seen_mv"} {
 			if err := s.Store.Conn().Exec(ctx, "DETACH TABLE "+view); err != nil {
 				panic(err)
 			}

@@ -49,7 +49,14 @@ type Person struct {
 	Properties   map[string]any `json:"properties"`
 	CreatedAt    time.Time      `json:"created_at"`
 	IsIdentified bool           `json:"is_identified"`
+	// LastSeenAt is the time of the person's newest behaviour event
+	// (LastSeenLayout, UTC), null when it has none.
+	LastSeenAt *string `json:"last_seen_at"`
 }
+
+// LastSeenLayout renders Person.LastSeenAt: RFC 3339 in UTC, always with
+// milliseconds (events keep their time to the millisecond).
+const LastSeenLayout = "2006-01-02T15:04:05.000Z"
 
 // displayKeys are the properties that name a person, in priority order.
 var displayKeys = []string{"email", "Email", "$email", "name", "Name", "username", "Username", "UserName"}

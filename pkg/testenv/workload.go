@@ -128,7 +128,7 @@ func Publish(ctx context.Context, js jetstream.JetStream, project uint64, m Mess
 func Snapshot(t testing.TB, store *chstore.Store) string {
 	t.Helper()
 	queries := []string{
-		"SELECT project_id, id, uuid, properties, distinct_ids, created_at, is_identified, is_deleted, version FROM persons FINAL ORDER BY project_id, id",
+		"SELECT project_id, id, uuid, properties, distinct_ids, created_at, is_identified, is_deleted, version, property_times FROM persons FINAL ORDER BY project_id, id",
 		"SELECT project_id, distinct_id, person_id, is_deleted, version, first_seq FROM person_distinct_ids FINAL ORDER BY project_id, distinct_id",
 		"SELECT project_id, distinct_id, person_id, is_deleted, version FROM person_distinct_id_overrides FINAL ORDER BY project_id, distinct_id",
 		"SELECT project_id, uuid, event, distinct_id, person_id, person_uuid, timestamp, properties, seq FROM events FINAL ORDER BY seq",
@@ -145,6 +145,9 @@ func Snapshot(t testing.TB, store *chstore.Store) string {
 		// key, whatever the parts and merges; keys whose rows cancel
 		// (a recovery's correction) are none.
 		HourlySumsSQL,
+		// The newest time of each distinct id (schema 0020, a view of
+		// events): its maximum, whatever the parts and merges.
+		LastSeenSQL,
 		orderKeysSQL,
 		countsSQL,
 		slotsSQL,
@@ -164,6 +167,11 @@ func Snapshot(t testing.TB, store *chstore.Store) string {
 const HourlySumsSQL = `SELECT project_id, event, hour, distinct_id, person_id, sum(events) AS n FROM events_hourly
 	GROUP BY project_id, event, hour, distinct_id, person_id HAVING n != 0
 	ORDER BY project_id, event, hour, distinct_id, person_id`
+
+// LastSeenSQL renders person_last_seen's newest time per distinct id
+// (schema 0020).
+const LastSeenSQL = `SELECT project_id, distinct_id, max(seen_ms) FROM person_last_seen
+	GROUP BY project_id, distinct_id ORDER BY project_id, distinct_id`
 
 // FirstDiff describes the first line where two snapshots differ.
 func FirstDiff(got, want string) string {

@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"sort"
 	"time"
+
+	"github.com/personhub/personhub/pkg/proptime"
 )
 
 // DefaultMaxBytes bounds the JSON of the points' properties of one
@@ -70,7 +72,7 @@ func Build(events []Event, q Query) ([]Point, error) {
 	for _, e := range q.Events {
 		relevant[e] = true
 	}
-	state := map[string]any{}
+	state := NewState()
 	points := []Point{}
 	var current map[string]any
 	budget := q.MaxBytes
@@ -79,18 +81,18 @@ func Build(events []Event, q Query) ([]Point, error) {
 	}
 	size := 0
 	for _, ev := range events {
-		Fold(state, ev.Properties, true)
+		state.Fold(ev.Properties, ev.Timestamp, true)
 		if ev.Timestamp.Before(q.From) || ev.Timestamp.After(q.To) {
 			continue
 		}
 		if len(relevant) > 0 && !relevant[ev.Name] {
 			continue
 		}
-		view := project(state, q.Keys)
+		view := project(state.Props, q.Keys)
 		if current == nil || !reflect.DeepEqual(view, current) {
 			// Encoding costs what the point weighs, so the bound also
 			// bounds the work.
-			raw, err := json.Marshal(state)
+			raw, err := json.Marshal(state.Props)
 			if err != nil {
 				return nil, err
 			}
@@ -117,27 +119,44 @@ func project(state map[string]any, keys []string) map[string]any {
 	return out
 }
 
-// Fold folds one event's property updates (its stored properties, raw)
-// into state: $set_once (only with setOnce), then $set, then $unset, as
-// the ingester does.
-func Fold(state map[string]any, raw string, setOnce bool) {
+// State is a person's properties as Fold leaves them, with the moments
+// that timestamp-aware writes recorded (package proptime).
+type State struct {
+	Props map[string]any
+	times proptime.Times
+}
+
+// NewState is a person without properties.
+func NewState() *State { return &State{Props: map[string]any{}} }
+
+// Fold folds one event's property updates (its stored properties, raw;
+// its timestamp, ts) into s: $set_once (only with setOnce), then $set,
+// then $unset, with the ingester's rules, timestamp-aware writes
+// ($set_timestamp) included (docs/events.md).
+func (s *State) Fold(raw string, ts time.Time, setOnce bool) {
 	var props struct {
-		Set     map[string]any  `json:"$set"`
-		SetOnce map[string]any  `json:"$set_once"`
-		Unset   json.RawMessage `json:"$unset"`
+		Set          map[string]any  `json:"$set"`
+		SetOnce      map[string]any  `json:"$set_once"`
+		Unset        json.RawMessage `json:"$unset"`
+		SetTimestamp any             `json:"$set_timestamp"`
 	}
 	dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
 	dec.UseNumber()
 	if dec.Decode(&props) != nil {
 		return
 	}
+	var w proptime.Write
+	w.Moment, w.Aware = proptime.Moment(props.SetTimestamp, ts)
 	for k, v := range props.SetOnce {
-		if _, ok := state[k]; !ok && setOnce {
-			state[k] = v
+		if _, ok := s.Props[k]; !ok && setOnce {
+			s.Props[k] = v
+			s.times.SetOnce(k, w)
 		}
 	}
 	for k, v := range props.Set {
-		state[k] = v
+		if apply, _ := s.times.Set(k, w); apply {
+			s.Props[k] = v
+		}
 	}
 	var list []string
 	if json.Unmarshal(props.Unset, &list) != nil {
@@ -149,7 +168,8 @@ func Fold(state map[string]any, raw string, setOnce bool) {
 		}
 	}
 	for _, k := range list {
-		delete(state, k)
+		delete(s.Props, k)
+		s.times.Unset(k)
 	}
 }
 

@@ -104,7 +104,33 @@ func FuzzApply(f *testing.F) {
 	f.Add(`{"$set":{"a":1},"$unset":{"b":1}}`)
 	f.Add(`{"$set_once":{"a":[1]},"$unset":["a"]}`)
 	f.Fuzz(func(t *testing.T, raw string) {
-		state := map[string]any{"a": 1}
-		Fold(state, raw, true)
+		state := NewState()
+		state.Props["a"] = 1
+		state.Fold(raw, time.Unix(5, 0), true)
 	})
+}
+
+// TestBuildTimestampAware: an event with $set_timestamp changes a key only
+// when it is not older than the moment recorded for the key, as the
+// ingester folds it; the points follow the resulting state.
+func TestBuildTimestampAware(t *testing.T) {
+	at := func(h int) time.Time { return time.Date(2026, 1, 1, h, 0, 0, 0, time.UTC) }
+	events := []Event{
+		{"import", at(5), `{"$set_timestamp":true,"$set":{"plan":"pro"}}`},
+		{"import", at(3), `{"$set_timestamp":true,"$set":{"plan":"free","seats":2}}`},
+		{"import", at(4), `{"$set_timestamp":"2026-01-01T06:00:00Z","$set":{"plan":"team"}}`},
+		{"e", at(7), `{"$set":{"plan":"late"}}`},
+		{"import", at(6), `{"$set_timestamp":true,"$set":{"plan":"older than late"}}`},
+	}
+	got, err := Build(events, Query{From: at(0), To: at(10), Keys: []string{"plan"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(got)
+	want := `[{"timestamp":"2026-01-01T05:00:00Z","properties":{"plan":"pro"},"relevant_event_count":2},` +
+		`{"timestamp":"2026-01-01T04:00:00Z","properties":{"plan":"team","seats":2},"relevant_event_count":1},` +
+		`{"timestamp":"2026-01-01T07:00:00Z","properties":{"plan":"late","seats":2},"relevant_event_count":2}]`
+	if string(raw) != want {
+		t.Fatalf("got  %s\nwant %s", raw, want)
+	}
 }

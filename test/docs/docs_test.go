@@ -414,6 +414,7 @@ var tableOwners = map[string]string{
 	"persons":                      "pkg/chstore",
 	"cohort_people":                "pkg/chstore",
 	"person_order":                 "pkg/chstore",
+	"person_last_seen":             "pkg/chstore/eventstore",
 }
 
 // TestTablesHaveOneOwner: outside the tests, the test harness and the

@@ -1,12 +1,13 @@
 // Package eventstore owns the events table and the tables ClickHouse fills
-// from it (events_by_distinct_id, events_hourly, events_first_seq: schemas
-// 0009, 0014, 0017): the ingester's insert of a batch's events, the
-// recovery's check of what an interrupted insert left and its restore of
-// the views' rows, a person's timeline, the events attributed to persons
-// that the analysis reads (Attributed), the events behavioural cohorts
-// count (Performed), and the deleter's counts, purge mutations and
-// rebuild of a person's hourly counts. Every statement on these tables
-// lives here.
+// from it (events_by_distinct_id, events_hourly, events_first_seq,
+// person_last_seen: schemas 0009, 0014, 0017, 0020): the ingester's insert
+// of a batch's events, the recovery's check of what an interrupted insert
+// left and its restore of the views' rows, a person's timeline, the
+// distinct ids' last seen times, the events attributed to persons that the
+// analysis reads (Attributed), the events behavioural cohorts count
+// (Performed), and the deleter's counts, purge mutations and rebuild of a
+// person's hourly counts and of its ids' last seen times. Every statement
+// on these tables lives here.
 package eventstore
 
 import (

@@ -31,9 +31,10 @@ const copyTable = "events_by_distinct_id"
 // persons keep there (RebuildHourly).
 const hourlyTable = "events_hourly"
 
-// purgedTables are the tables a purge mutates, as a condition on
+// purgedTables are the tables a purge mutates, and person_last_seen, which
+// the deleter mutates before it (DeleteLastSeen), as a condition on
 // system.mutations.
-const purgedTables = "table IN ('events', '" + copyTable + "', '" + hourlyTable + "')"
+const purgedTables = "table IN ('events', '" + copyTable + "', '" + hourlyTable + "', '" + lastSeenTable + "')"
 
 // Hours is the UTC hours [From, To) (Unix seconds, whole hours) that hold
 // every row a purge deletes, or every hour (All).

@@ -89,8 +89,9 @@ func (s *Store) Written(ctx context.Context, rows []Row) (map[uint64]bool, error
 // insert, the view never sees them again. The rows are copied from events
 // as stored, so the copy holds what events does; seqs the copy already
 // has are skipped, so an interrupted restore can run again. The counts
-// of events_hourly, another view, are corrected too (restoreHourly), and
-// the rows' seqs added to events_first_seq (restoreFirstSeq). Only
+// of events_hourly, another view, are corrected too (restoreHourly), the
+// rows' seqs added to events_first_seq (restoreFirstSeq) and their times
+// to person_last_seen (restoreLastSeen). Only
 // the recovery path calls it: a normal batch overlaps nothing.
 func (s *Store) RestoreCopies(ctx context.Context, rows []Row, written map[uint64]bool) error {
 	byProject := map[uint64][]Row{}
@@ -133,5 +134,8 @@ func (s *Store) RestoreCopies(ctx context.Context, rows []Row, written map[uint6
 	if err := s.restoreHourly(ctx, rows, written); err != nil {
 		return err
 	}
-	return s.restoreFirstSeq(ctx, rows, written)
+	if err := s.restoreFirstSeq(ctx, rows, written); err != nil {
+		return err
+	}
+	return s.restoreLastSeen(ctx, rows, written)
 }

@@ -1,0 +1,46 @@
+package deletion
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
+)
+
+// The distinct ids' last seen times (person_last_seen, schema 0020) are
+// maxima without the events' seq or person, so the deleter cannot cut them
+// as it cuts events: for each distinct id of the behaviour events a batch
+// deletes, it deletes the id's rows and writes them again from the events
+// the batch keeps (those of the id's later owners, or above a request's
+// sequence; often none), all before it issues the purge. A run cut short
+// anywhere before the purge leaves the events for the next run, which
+// finds them and does it all again; once the purge is issued, the times
+// are already those of the events it keeps. So nothing needs to be
+// verified afterwards, and a request verified has its ids' times right.
+
+// rebuildLastSeen makes the last seen times of the distinct ids whose
+// events the batch's purge deletes those of the events it keeps, and says
+// how many ids it rewrote.
+func (r *Runner) rebuildLastSeen(ctx context.Context, ts []eventstore.PurgeTarget, project uint64, sp span) (int, error) {
+	es := eventstore.New(r.conn)
+	ids, err := es.PurgedDistinctIDs(ctx, project, ts, sp.hours())
+	if err != nil {
+		return 0, fmt.Errorf("read the distinct ids to purge: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	before, err := r.mutationIDs(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("list mutations: %w", err)
+	}
+	if err := es.DeleteLastSeen(ctx, project, ids); err != nil {
+		return 0, err
+	}
+	// Written once the old rows are gone: a row written while the
+	// mutation may still reach its part would be deleted with them.
+	if err := r.waitMutations(ctx, before); err != nil {
+		return 0, err
+	}
+	return len(ids), es.WriteLastSeen(ctx, project, ids, ts, sp.hours())
+}
