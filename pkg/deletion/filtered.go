@@ -89,9 +89,16 @@ func (r *Runner) writeFiltered(ctx context.Context, q *FilteredRequest) error {
 		v = q.Version + 1
 	}
 	q.Version = v
-	return r.conn.Exec(ctx, "INSERT INTO event_deletion_requests ("+filteredColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		q.ProjectID, q.RequestID, q.PersonID, q.PersonUUID, q.Filter, q.RequestSeq, q.Status, q.RequestedAt.UTC(),
-		q.StartedAt.UTC(), q.VerifiedAt.UTC(), q.EventsDeleted, q.SpanFrom.UTC(), q.SpanTo.UTC(), q.Version)
+	batch, err := r.conn.PrepareBatch(ctx, "INSERT INTO event_deletion_requests ("+filteredColumns+")")
+	if err != nil {
+		return err
+	}
+	if err := batch.Append(q.ProjectID, q.RequestID, q.PersonID, q.PersonUUID, q.Filter, q.RequestSeq, q.Status, q.RequestedAt.UTC(),
+		q.StartedAt.UTC(), q.VerifiedAt.UTC(), q.EventsDeleted, q.SpanFrom.UTC(), q.SpanTo.UTC(), q.Version); err != nil {
+		batch.Abort()
+		return err
+	}
+	return batch.Send()
 }
 
 // runFiltered executes the filtered requests the ingester has committed,
