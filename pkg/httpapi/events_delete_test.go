@@ -245,4 +245,27 @@ func TestFilteredEventDeletion(t *testing.T) {
 	if sum, err := runner.RunOnce(context.Background()); err != nil || sum.Taken != 0 {
 		t.Fatalf("second run: %+v %v", sum, err)
 	}
+
+	// bulk_delete without keep_person: the person goes, and of its events
+	// only those the filter matches.
+	last = e.publishAt("u3", "view", "2026-04-01T10:00:00Z", `{}`)
+	last = max(last, e.publishAt("u3", "click", "2026-04-01T11:00:00Z", `{}`))
+	if err := e.waitSeq(last); err != nil {
+		t.Fatal(err)
+	}
+	u3Path, _ := e.personPath("u3")
+	if r := e.send("POST", e.keyAll, bulk, `{"distinct_ids":["u3"],"delete_events":true,"event":"click"}`); r.status != 202 || r.json(t)["persons_deleted"].(float64) != 1 {
+		t.Fatalf("bulk delete with a filter: %d %s", r.status, r.body)
+	}
+	wantError(t, e.get(e.keyAll, u3Path), 404, "invalid_request", "not_found")
+	if sum, err := runner.RunOnce(context.Background()); err != nil || sum.Verified != 1 {
+		t.Fatalf("third run: %+v %v", sum, err)
+	}
+	want = append(want, "u3 view 2026-04-01 10:00:00")
+	if got := e.behaviour(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("events left:\n got %v\nwant %v", got, want)
+	}
+	if d := e.hourlyDrift(); len(d) != 0 {
+		t.Fatalf("events_hourly disagrees with events: %v", d)
+	}
 }
