@@ -22,10 +22,12 @@ import (
 //  2. delete the copies (events_by_distinct_id; their condition reads
 //     the events, so they go first) and wait; count: none may be left;
 //  3. delete the events and wait; count: none may be left;
-//  4. make events_hourly exact over the recorded hours (of the person,
-//     of the events named): each key's sum becomes the number of events
-//     left in events (eventstore.ReconcileHourly), month by month, and is
-//     checked again;
+//  4. rebuild events_hourly over the recorded hours (of the person, of
+//     the events named): delete its rows there, wait, and count the
+//     events left in events into it (eventstore.ReconcileHourly: each
+//     key gets the difference between its events and its sum, which
+//     rows inserted since the deletion started already hold), month by
+//     month, checked again;
 //  5. mark the request verified with the events counted.
 //
 // A run cut short anywhere leaves the request unverified, and the next
@@ -236,8 +238,23 @@ func (r *Runner) runFilteredOne(ctx context.Context, q *FilteredRequest) (uint64
 		}
 	}
 	if q.SpanTo.Unix() > 0 {
-		if err := r.reconcileHourly(st, q, f); err != nil {
-			return 0, mutations, fmt.Errorf("correct events_hourly: %w", err)
+		hr := eventstore.HourlyRegion{ProjectID: q.ProjectID, PersonID: q.PersonID, Events: f.Events, From: q.SpanFrom, To: q.SpanTo}
+		before, err := r.mutationIDs(st)
+		if err != nil {
+			return 0, mutations, fmt.Errorf("list mutations: %w", err)
+		}
+		if err := es.DeleteHourly(st, hr); err != nil {
+			return 0, mutations, fmt.Errorf("delete events_hourly rows: %w", err)
+		}
+		mutations++
+		r.m.mutations.Inc()
+		if err := r.waitMutations(ctx, before); err != nil {
+			return 0, mutations, err
+		}
+		cancel()
+		st, cancel = step(ctx)
+		if err := r.reconcileHourly(st, hr); err != nil {
+			return 0, mutations, fmt.Errorf("count events_hourly again: %w", err)
 		}
 	}
 	q.Status, q.VerifiedAt = StatusVerified, time.Now().UTC()
@@ -253,16 +270,18 @@ func (r *Runner) runFilteredOne(ctx context.Context, q *FilteredRequest) (uint64
 // correction finds it.
 const hourlyAttempts = 3
 
-// reconcileHourly makes events_hourly exact over the request's recorded
-// hours, a month at a time (each statement groups one month's keys).
-func (r *Runner) reconcileHourly(ctx context.Context, q *FilteredRequest, f Filter) error {
+// reconcileHourly counts into events_hourly, emptied over the region,
+// the events left there, a month at a time (each statement groups one
+// month's keys).
+func (r *Runner) reconcileHourly(ctx context.Context, region eventstore.HourlyRegion) error {
 	es := eventstore.New(r.conn)
-	for from := q.SpanFrom; from.Before(q.SpanTo); {
+	for from := region.From; from.Before(region.To); {
 		to := time.Date(from.Year(), from.Month()+1, 1, 0, 0, 0, 0, time.UTC)
-		if to.After(q.SpanTo) {
-			to = q.SpanTo
+		if to.After(region.To) {
+			to = region.To
 		}
-		hr := eventstore.HourlyRegion{ProjectID: q.ProjectID, PersonID: q.PersonID, Events: f.Events, From: from, To: to}
+		hr := region
+		hr.From, hr.To = from, to
 		ok := false
 		for range hourlyAttempts {
 			if err := es.ReconcileHourly(ctx, hr); err != nil {

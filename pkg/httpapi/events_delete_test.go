@@ -207,6 +207,18 @@ func TestFilteredEventDeletion(t *testing.T) {
 	if d := e.hourlyDrift(); len(d) != 0 {
 		t.Fatalf("events_hourly disagrees with events: %v", d)
 	}
+	// Trends' actors of a whole UTC day read events_hourly
+	// (docs/analysis.md): they count the events left.
+	for _, c := range []struct {
+		name, ids, vals string
+	}{{"view", "[u2]", "[2]"}, {"click", "[u1]", "[1]"}, {"buy", "[]", "[]"}} {
+		series := `[{"id":"` + c.name + `","type":"events","order":0}]`
+		ids, vals, _ := e.actors("trends", params("events", series, "date_from", "2026-03-02", "date_to", "2026-03-02",
+			"entity_id", c.name, "entity_type", "events"))
+		if fmt.Sprint(ids) != c.ids || fmt.Sprint(vals) != c.vals {
+			t.Errorf("trends of %s on 03-02: %v %v, want %s %s", c.name, ids, vals, c.ids, c.vals)
+		}
+	}
 	var copies uint64
 	if err := e.store.Conn().QueryRow(context.Background(), "SELECT count() FROM events_by_distinct_id WHERE project_id = ?", e.projectA.ID).Scan(&copies); err != nil || copies != uint64(len(want)) {
 		t.Fatalf("copies left: %d %v", copies, err)

@@ -129,11 +129,22 @@ func (hr HourlyRegion) hourlyDiff() (string, []any) {
 // (none when they agree). It only brings sums to the counts, so it can
 // run again with the same result, and a key it does not need to change
 // is not written. Exact while nothing inserts events of the region's
-// keys during the statement: CheckHourly tells.
+// keys during the statement: CheckHourly tells. Run on a region emptied
+// by DeleteHourly, its differences are positive.
 func (s *Store) ReconcileHourly(ctx context.Context, hr HourlyRegion) error {
 	q, args := hr.hourlyDiff()
 	return s.conn.Exec(ctx, "INSERT INTO events_hourly (project_id, event, hour, distinct_id, person_id, events) "+
 		"SELECT project_id, event, hour, distinct_id, person_id, toUInt64(diff) FROM ("+q+")", args...)
+}
+
+// DeleteHourly issues the mutation deleting the region's rows of
+// events_hourly, which ReconcileHourly then counts again from events: a
+// region emptied first gets positive rows only. (Rows of the difference
+// alone would leave keys whose rows add up to zero until a merge, and
+// the readers group such a key's person as if it had events.)
+func (s *Store) DeleteHourly(ctx context.Context, hr HourlyRegion) error {
+	w, args := hr.cond("hour")
+	return s.conn.Exec(ctx, "ALTER TABLE events_hourly DELETE WHERE "+w, args...)
 }
 
 // CheckHourly counts the region's keys whose sum is not their events'.
