@@ -138,6 +138,9 @@ func (s *Store) writeRows(ctx context.Context, events []eventstore.Row, b fold.B
 		func() error { return wrap("write events", s.events.Write(ctx, events)) },
 		func() error { return wrap("write activity", activity.New(s.conn).Write(ctx, b.Activity...)) },
 		func() error { return wrap("write deletion requests", s.writeDeletionRequests(ctx, b.DeletionRequests)) },
+		func() error {
+			return wrap("write event deletion requests", s.writeEventDeletions(ctx, b.EventDeletions))
+		},
 		func() error { return wrap("write cohort members", s.writeCohortMembers(ctx, b.CohortMembers)) },
 		// Before the persons too: values/ finds the buckets of persons
 		// rows above a watermark here, so a row here may come first.
@@ -214,9 +217,9 @@ func splitLead(b fold.Batch, pick func(project, id uint64) bool) (lead, rest fol
 			return lead, rest, false
 		}
 	}
-	lead = fold.Batch{Persons: first, Activity: b.Activity, DeletionRequests: b.DeletionRequests, CohortMembers: b.CohortMembers}
+	lead = fold.Batch{Persons: first, Activity: b.Activity, DeletionRequests: b.DeletionRequests, EventDeletions: b.EventDeletions, CohortMembers: b.CohortMembers}
 	rest = b
-	rest.Persons, rest.Activity, rest.DeletionRequests, rest.CohortMembers = others, nil, nil, nil
+	rest.Persons, rest.Activity, rest.DeletionRequests, rest.EventDeletions, rest.CohortMembers = others, nil, nil, nil, nil
 	return lead, rest, true
 }
 
@@ -362,6 +365,26 @@ func (s *Store) writeDeletionRequests(ctx context.Context, reqs []fold.DeletionR
 	}
 	for _, r := range reqs {
 		if err := batch.Append(r.ProjectID, r.PersonID, r.PersonUUID, r.RequestSeq, "pending", r.RequestedAt.UTC(),
+			time.Unix(0, 0).UTC(), time.Unix(0, 0).UTC(), uint64(0), r.Version); err != nil {
+			batch.Abort()
+			return err
+		}
+	}
+	return batch.Send()
+}
+
+// writeEventDeletions writes the pending rows of filtered deletions
+// (schema 0021).
+func (s *Store) writeEventDeletions(ctx context.Context, reqs []fold.EventDeletionRequest) error {
+	if len(reqs) == 0 {
+		return nil
+	}
+	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO event_deletion_requests (project_id, request_id, person_id, person_uuid, filter, request_seq, status, requested_at, started_at, verified_at, events_deleted, version)`)
+	if err != nil {
+		return err
+	}
+	for _, r := range reqs {
+		if err := batch.Append(r.ProjectID, r.RequestID, r.PersonID, r.PersonUUID, r.Filter, r.RequestSeq, "pending", r.RequestedAt.UTC(),
 			time.Unix(0, 0).UTC(), time.Unix(0, 0).UTC(), uint64(0), r.Version); err != nil {
 			batch.Abort()
 			return err

@@ -24,6 +24,10 @@ type Command struct {
 	Event string
 	// DistinctID is the envelope's distinct_id.
 	DistinctID string
+	// ID, when set, is the envelope's uuid (a caller that reports the
+	// command's id, such as a deletion request's, picks it); else Append
+	// stamps a fresh one.
+	ID         string
 	set        map[string]any // the top-level $set; nil: absent
 	unset      []string       // the top-level $unset; nil: absent
 	properties []member       // properties besides the actor
@@ -59,6 +63,24 @@ func DeletePerson(distinctID string, personID uint64, deleteEvents bool) Command
 func DeletePersonEvents(distinctID string, personID uint64) Command {
 	return Command{Event: event.DeletePersonEvents, DistinctID: distinctID, properties: []member{
 		{event.PropPersonID, personID}}}
+}
+
+// EventDeletionDistinctID is the distinct id of a project-wide
+// DeleteFilteredEvents: the envelope needs one; the command is about no
+// person.
+const EventDeletionDistinctID = "$event_deletion"
+
+// DeleteFilteredEvents queues the deletion of the events filter (the JSON
+// object of deletion.Filter) matches, up to the command's sequence: of
+// person personID, recorded under one of its distinct ids, or of the
+// whole project when personID is 0 (distinctID is then
+// EventDeletionDistinctID).
+func DeleteFilteredEvents(distinctID string, personID uint64, filter json.RawMessage) Command {
+	props := []member{{event.PropDeletionFilter, filter}}
+	if personID != 0 {
+		props = append(props, member{event.PropPersonID, personID})
+	}
+	return Command{Event: event.DeleteFilteredEvents, DistinctID: distinctID, properties: props}
 }
 
 // SplitPerson moves the distinct ids moved off person personID, each to a

@@ -50,7 +50,10 @@ func Append(ctx context.Context, js jetstream.JetStream, projectID uint64, actor
 	subject := stream.CommandSubject(projectID)
 	var last uint64
 	for i, c := range cmds {
-		id := uuid.NewString()
+		id := c.ID
+		if id == "" {
+			id = uuid.NewString()
+		}
 		data, err := c.Envelope(id, time.Now(), actor)
 		if err != nil {
 			return 0, err

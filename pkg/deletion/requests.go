@@ -61,11 +61,16 @@ func (r *Runner) loadOpen(ctx context.Context) ([]Request, error) {
 	return out, rows.Err()
 }
 
-// countOpen counts the requests not verified yet, for the pending gauge.
+// countOpen counts the requests not verified yet, filtered ones too, for
+// the pending gauge.
 func (r *Runner) countOpen(ctx context.Context) (uint64, error) {
-	var n uint64
+	var n, filtered uint64
 	err := r.conn.QueryRow(readCtx(ctx), "SELECT count() FROM person_deletion_requests FINAL WHERE status != ?", StatusVerified).Scan(&n)
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	err = r.conn.QueryRow(readCtx(ctx), "SELECT count() FROM event_deletion_requests FINAL WHERE status != ?", StatusVerified).Scan(&filtered)
+	return n + filtered, err
 }
 
 // write inserts new versions of requests. Each must carry a version above

@@ -1,5 +1,5 @@
 // Package deletion executes the queued deletions of deleted persons'
-// events. The ingester queues a request in person_deletion_requests when it
+// events, and the filtered deletions of events (filtered.go). The ingester queues a request in person_deletion_requests when it
 // folds a person deletion with delete_events; a run takes every request not
 // verified yet, deletes the person's events up to the request's sequence
 // with ClickHouse mutations (a batch of persons at a time), waits for the
@@ -61,7 +61,8 @@ func New(conn driver.Conn, cfg Config, logger *slog.Logger, reg prometheus.Regis
 	return &Runner{conn: conn, cfg: cfg, log: logger, m: m}, nil
 }
 
-// Summary tells what one run did.
+// Summary tells what one run did: the persons' requests and the
+// filtered ones (filtered.go) together.
 type Summary struct {
 	Taken         int    // requests the run took (pending or running)
 	Verified      int    // requests whose events are verified gone
@@ -87,6 +88,9 @@ func (r *Runner) RunOnce(ctx context.Context) (Summary, error) {
 	defer r.busy.Unlock()
 	start := time.Now()
 	sum, err := r.run(ctx)
+	if err == nil && !sum.Interrupted && ctx.Err() == nil {
+		err = r.runFiltered(ctx, &sum)
+	}
 	elapsed := time.Since(start)
 	r.m.lastRun.Set(float64(time.Now().UnixNano()) / 1e9)
 	r.m.lastDuration.Set(elapsed.Seconds())

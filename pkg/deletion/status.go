@@ -3,11 +3,15 @@ package deletion
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
+
+	"github.com/personhub/personhub/pkg/chstore/eventstore"
 )
 
 // Queue reads the queued deletions of a project for the API: which
@@ -85,4 +89,44 @@ func (q *Queue) List(ctx context.Context, f QueueFilter) ([]Request, uint64, Cou
 		out = append(out, r)
 	}
 	return out, total, c, rows.Err()
+}
+
+// CountMatching counts the events of a project that a filtered deletion
+// with f would delete now (a dry run): the behaviour events f matches,
+// with now as the instant its relative dates count back from.
+func (q *Queue) CountMatching(ctx context.Context, projectID uint64, f Filter, now time.Time) (uint64, error) {
+	cond, err := f.Compile(ctx, now)
+	if err != nil {
+		return 0, err
+	}
+	c, err := eventstore.New(q.conn).CountFiltered(ctx, eventstore.FilterScope{ProjectID: projectID, Seq: math.MaxUint64,
+		Cond: cond.SQL, Args: cond.Args})
+	return c.Events, err
+}
+
+// ListFiltered returns the project's filtered deletions, newest first,
+// of the given statuses (none: all) and person (0 and uuid.Nil: any),
+// at most limit, and how many match.
+func (q *Queue) ListFiltered(ctx context.Context, f QueueFilter) ([]FilteredRequest, uint64, error) {
+	ctx = readCtx(ctx)
+	where, args := f.where()
+	var total uint64
+	if err := q.conn.QueryRow(ctx, "SELECT count() FROM event_deletion_requests FINAL WHERE "+where, args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count event deletion requests: %w", err)
+	}
+	rows, err := q.conn.Query(ctx, "SELECT "+filteredColumns+" FROM event_deletion_requests FINAL WHERE "+where+
+		" ORDER BY request_seq DESC LIMIT ? OFFSET ?", append(args, f.Limit, f.Offset)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list event deletion requests: %w", err)
+	}
+	defer rows.Close()
+	var out []FilteredRequest
+	for rows.Next() {
+		r, err := scanFiltered(rows.Scan)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, r)
+	}
+	return out, total, rows.Err()
 }

@@ -45,6 +45,10 @@ const (
 	// (it folds nothing and writes no events row); docs/architecture.md,
 	// "Transformations".
 	SetTransformations = "$set_transformations"
+	// DeleteFilteredEvents queues the deletion of the events, up to this
+	// sequence, that PropDeletionFilter matches: of person PropPersonID
+	// when it is present (the person stays), else of the whole project.
+	DeleteFilteredEvents = "$delete_filtered_events"
 )
 
 // Properties of command events.
@@ -64,6 +68,10 @@ const (
 	// means something only on that (reserved) command, and clients may
 	// have used the name.
 	PropTransformations = "$transformations"
+	// PropDeletionFilter is DeleteFilteredEvents' filter: a JSON object
+	// with after, before (RFC 3339), events (names) and properties (an
+	// event property filter), each optional (deletion.Filter).
+	PropDeletionFilter = "$deletion_filter"
 )
 
 // PropSetTimestamp makes an event's property writes timestamp-aware
@@ -89,13 +97,13 @@ type Actor struct {
 }
 
 // ReservedEvents are the command names: only the API may publish them.
-var ReservedEvents = []string{DeletePerson, DeletePersonEvents, SplitPerson, ResetPersonDistinctID, AddToStaticCohort, RemoveFromStaticCohort, SetTransformations}
+var ReservedEvents = []string{DeletePerson, DeletePersonEvents, SplitPerson, ResetPersonDistinctID, AddToStaticCohort, RemoveFromStaticCohort, SetTransformations, DeleteFilteredEvents}
 
 // ReservedProperties are the properties only commands may carry. They mean
 // nothing on an ordinary event except PropActor, which would write the
 // activity log in a key's name; all of them are refused outside commands
 // so that an event in the log that carries one was made by the API.
-var ReservedProperties = []string{PropActor, PropPersonID, PropDeleteEvents, PropSplitIDs, PropSplitMainID, PropCohortID, PropCohortDistinctIDs}
+var ReservedProperties = []string{PropActor, PropPersonID, PropDeleteEvents, PropSplitIDs, PropSplitMainID, PropCohortID, PropCohortDistinctIDs, PropDeletionFilter}
 
 // ReservedEvent reports whether name is a command name.
 func ReservedEvent(name string) bool { return slices.Contains(ReservedEvents, name) }

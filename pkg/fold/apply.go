@@ -50,6 +50,8 @@ func (f *Folder) apply(ctx context.Context, in Input) (Resolved, error) {
 		return f.deletePerson(ctx, in)
 	case event.DeletePersonEvents:
 		return f.deletePersonEvents(ctx, in)
+	case event.DeleteFilteredEvents:
+		return f.deleteFilteredEvents(ctx, in)
 	case event.SplitPerson:
 		return f.splitPerson(ctx, in)
 	case event.ResetPersonDistinctID:

@@ -73,7 +73,9 @@ type Folder struct {
 	warnings  []Warning
 	activity  []activity.Entry
 	deletions []DeletionRequest
-	members   []CohortMember
+	// eventDeletions: the batch's filtered deletions (eventdeletions.go).
+	eventDeletions []EventDeletionRequest
+	members        []CohortMember
 	// MaxCached bounds the number of clean persons kept after a Flush;
 	// zero means no bound.
 	MaxCached int
@@ -106,6 +108,7 @@ func (f *Folder) Reset() {
 	f.absent = map[personKey]bool{}
 	f.changedPersons, f.changedDIDs, f.decoded, f.broken = nil, nil, nil, nil
 	f.warnings, f.activity, f.deletions, f.members = nil, nil, nil, nil
+	f.eventDeletions = nil
 	f.hidden.flushed = f.hidden.flushed[:0] // not committed
 }
 
@@ -141,7 +144,8 @@ func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
 		if in.Redelivered {
 			owners[in.ProjectID] = append(owners[in.ProjectID], in.Seq)
 		}
-		if in.Event.Event == event.DeletePerson || in.Event.Event == event.DeletePersonEvents || in.Event.Event == event.SplitPerson {
+		if in.Event.Event == event.DeletePerson || in.Event.Event == event.DeletePersonEvents || in.Event.Event == event.SplitPerson ||
+			in.Event.Event == event.DeleteFilteredEvents {
 			if id, ok := numberProp(in.Event.Properties, event.PropPersonID); ok {
 				owners[in.ProjectID] = append(owners[in.ProjectID], id)
 			}
@@ -386,6 +390,7 @@ func (f *Folder) Flush() Batch {
 	b.Warnings, f.warnings = f.warnings, nil
 	b.Activity, f.activity = f.activity, nil
 	b.DeletionRequests, f.deletions = f.deletions, nil
+	b.EventDeletions, f.eventDeletions = f.eventDeletions, nil
 	b.CohortMembers, f.members = f.members, nil
 	clear(f.absent)
 	f.evict()

@@ -187,6 +187,9 @@ type Batch struct {
 	Warnings         []Warning
 	Activity         []activity.Entry
 	DeletionRequests []DeletionRequest
+	// EventDeletions are the filtered deletions of events queued
+	// (eventdeletions.go), written with DeletionRequests.
+	EventDeletions []EventDeletionRequest
 	// CohortMembers are the static cohort membership changes
 	// (cohorts.go), in log order.
 	CohortMembers []CohortMember

@@ -247,6 +247,9 @@ func (a *API) routes() []route {
 		add("POST", "/api/projects/{project_id}/persons/reset_person_distinct_id/", write, personBody, a.resetDistinctID)
 		if a.writes.Deletions != nil {
 			add("GET", "/api/projects/{project_id}/persons/deletion_status/", read, 0, a.deletionStatus)
+			// Deletes across persons: the project's write scope too
+			// (events_delete.go).
+			add("POST", "/api/projects/{project_id}/events/delete/", []string{"person:write", "project:write"}, personBody, a.deleteProjectEvents)
 		}
 	}
 	if a.insights != nil {

@@ -61,12 +61,32 @@ func (a *API) bulkDelete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	filter, filtered, err := deletionFilter(r, body, false)
+	if err != nil {
+		return err
+	}
+	if filtered && !deleteEvents {
+		return invalid("delete_events", "after, before and event choose which events to delete: they need delete_events true.")
+	}
 	persons, err := a.bulkTargets(r, proj.ID, body, MaxBulkDelete)
 	if err != nil {
 		return err
 	}
 	var cmds []command.Command
 	for _, p := range persons {
+		if filtered {
+			// The matching events, then (unless kept) the person: the
+			// request is folded while the person is live.
+			c, err := filteredCommand(p, filter)
+			if err != nil {
+				return err
+			}
+			cmds = append(cmds, c)
+			if !keepPerson {
+				cmds = append(cmds, command.DeletePerson(commandDistinctID(p), p.ID, false))
+			}
+			continue
+		}
 		c := command.DeletePerson(commandDistinctID(p), p.ID, deleteEvents)
 		switch {
 		case keepPerson && !deleteEvents:
@@ -251,12 +271,25 @@ func personKeys(list []any) ([]uint64, []uuid.UUID, error) {
 // DELETE ...?keep_person=true&delete_events=true). 202, PostHog's status,
 // once the request is folded (queued); its progress is in
 // deletion_status/.
+//
+// With after, before or event in the body, only the person's events that
+// they match are queued (events_delete.go).
 func (a *API) deleteEvents(w http.ResponseWriter, r *http.Request) error {
-	projectID, p, err := a.targetPerson(r)
+	projectID, p, body, err := a.targetWithBody(r)
 	if err != nil {
 		return err
 	}
-	if err := a.apply(r, projectID, command.DeletePersonEvents(commandDistinctID(p), p.ID)); err != nil {
+	f, filtered, err := deletionFilter(r, body, false)
+	if err != nil {
+		return err
+	}
+	c := command.DeletePersonEvents(commandDistinctID(p), p.ID)
+	if filtered {
+		if c, err = filteredCommand(p, f); err != nil {
+			return err
+		}
+	}
+	if err := a.apply(r, projectID, c); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusAccepted)
@@ -348,11 +381,21 @@ func (a *API) deletionStatus(w http.ResponseWriter, r *http.Request) error {
 	for i, it := range list {
 		results[i] = deletionJSON(it)
 	}
+	filtered, ftotal, err := a.writes.Deletions.ListFiltered(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	fresults := make([]filteredDeletionItem, len(filtered))
+	for i, it := range filtered {
+		fresults[i] = filteredDeletionJSON(it)
+	}
 	next, prev := a.pageLinks(r, win, total)
 	writeJSON(w, http.StatusOK, struct {
 		envelope
-		Counts deletion.Counts `json:"counts"`
-	}{envelope{Count: total, Next: next, Previous: prev, Results: results}, counts})
+		Counts         deletion.Counts `json:"counts"`
+		EventDeletions any             `json:"event_deletions"`
+	}{envelope{Count: total, Next: next, Previous: prev, Results: results}, counts,
+		map[string]any{"count": ftotal, "results": fresults}})
 	return nil
 }
 

@@ -72,6 +72,10 @@ type Options struct {
 	// Now is the instant relative dates ("-7d") count back from; nil:
 	// time.Now.
 	Now func() time.Time
+	// Events compiles EVENT property filters instead of person ones
+	// (events.go): type "event", or no type, over the properties column
+	// of an events row; any other type is an *Error, never ignored.
+	Events bool
 }
 
 // ParseWith is Parse with cohort and behavioural filters compiled by opts.
@@ -80,6 +84,9 @@ func ParseWith(ctx context.Context, raw string, opts Options) (Clause, error) {
 	f, _, err := buildWith(ctx, raw, opts)
 	if err != nil {
 		return Clause{}, err
+	}
+	if opts.Events {
+		f = eventColumns(f)
 	}
 	return Clause{SQL: f.sql, Args: f.args}, nil
 }
@@ -260,6 +267,9 @@ func (p *parser) filterPlain(obj map[string]any) (frag, error) {
 			return frag{}, errorf("filter type must be a string, not %s", kind(t))
 		}
 		switch {
+		case p.opts.Events && s != "" && s != "event":
+			return frag{}, errorf("only event property filters (type \"event\") are allowed here, not type %q", s)
+		case p.opts.Events:
 		case s == "cohort" && p.opts.Cohorts != nil:
 			return p.cohort(obj)
 		case s == "behavioral" && p.opts.Behavioral != nil:
