@@ -19,19 +19,22 @@ import (
 //  1. count the matching events and their copies, and record the count
 //     and the hours that hold them (span_from, span_to: widened, never
 //     narrowed) in the request's row before anything is deleted;
-//  2. delete the copies (events_by_distinct_id; their condition reads
+//  2. when events match, rewrite the last seen times (person_last_seen)
+//     of their distinct ids from the events kept (lastseen.go), while
+//     the events are still there to read;
+//  3. delete the copies (events_by_distinct_id; their condition reads
 //     the events, so they go first) and wait; count: none may be left;
-//  3. delete the events and wait; count: none may be left;
-//  4. rebuild events_hourly over the recorded hours (of the person, of
+//  4. delete the events and wait; count: none may be left;
+//  5. rebuild events_hourly over the recorded hours (of the person, of
 //     the events named): delete its rows there, wait, and count the
 //     events left in events into it (eventstore.ReconcileHourly: each
 //     key gets the difference between its events and its sum, which
 //     rows inserted since the deletion started already hold), month by
 //     month, checked again;
-//  5. mark the request verified with the events counted.
+//  6. mark the request verified with the events counted.
 //
 // A run cut short anywhere leaves the request unverified, and the next
-// run does every step again: the counts find what is left, and step 4
+// run does every step again: the counts find what is left, and step 5
 // covers every hour recorded by any run, so hourly rows of events a
 // previous run deleted are corrected too.
 
@@ -202,6 +205,18 @@ func (r *Runner) runFilteredOne(ctx context.Context, q *FilteredRequest) (uint64
 	}
 
 	mutations := 0
+	if first.Events > 0 {
+		// The last seen times first (lastseen.go): they are read from
+		// the events this run is about to delete.
+		n, err := r.rebuildFilteredLastSeen(st, sc)
+		if err != nil {
+			return 0, 0, fmt.Errorf("rewrite last seen times: %w", err)
+		}
+		if n > 0 {
+			mutations++
+			r.m.mutations.Inc()
+		}
+	}
 	mutate := func(what string, issue func(context.Context, eventstore.FilterScope) error, left func(eventstore.FilteredCounts) uint64) error {
 		before, err := r.mutationIDs(st)
 		if err != nil {

@@ -27,6 +27,31 @@ func (r *Runner) rebuildLastSeen(ctx context.Context, ts []eventstore.PurgeTarge
 	if err != nil {
 		return 0, fmt.Errorf("read the distinct ids to purge: %w", err)
 	}
+	return r.rewriteLastSeen(ctx, project, ids, func(ctx context.Context) error {
+		return es.WriteLastSeen(ctx, project, ids, ts, sp.hours())
+	})
+}
+
+// rebuildFilteredLastSeen does for a filtered deletion what
+// rebuildLastSeen does for a batch: the last seen times of the distinct
+// ids of the events the scope selects become those of the events it
+// keeps, before anything is deleted (the same argument holds: a run cut
+// short before its mutations leaves the events to the next run).
+func (r *Runner) rebuildFilteredLastSeen(ctx context.Context, sc eventstore.FilterScope) (int, error) {
+	es := eventstore.New(r.conn)
+	ids, err := es.FilteredDistinctIDs(ctx, sc)
+	if err != nil {
+		return 0, fmt.Errorf("read the distinct ids of the matching events: %w", err)
+	}
+	return r.rewriteLastSeen(ctx, sc.ProjectID, ids, func(ctx context.Context) error {
+		return es.WriteFilteredLastSeen(ctx, sc, ids)
+	})
+}
+
+// rewriteLastSeen deletes the rows of the distinct ids, waits for the
+// mutation, then writes them again (write), and says how many ids it
+// rewrote.
+func (r *Runner) rewriteLastSeen(ctx context.Context, project uint64, ids []string, write func(context.Context) error) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
@@ -34,7 +59,7 @@ func (r *Runner) rebuildLastSeen(ctx context.Context, ts []eventstore.PurgeTarge
 	if err != nil {
 		return 0, fmt.Errorf("list mutations: %w", err)
 	}
-	if err := es.DeleteLastSeen(ctx, project, ids); err != nil {
+	if err := eventstore.New(r.conn).DeleteLastSeen(ctx, project, ids); err != nil {
 		return 0, err
 	}
 	// Written once the old rows are gone: a row written while the
@@ -42,5 +67,5 @@ func (r *Runner) rebuildLastSeen(ctx context.Context, ts []eventstore.PurgeTarge
 	if err := r.waitMutations(ctx, before); err != nil {
 		return 0, err
 	}
-	return len(ids), es.WriteLastSeen(ctx, project, ids, ts, sp.hours())
+	return len(ids), write(ctx)
 }

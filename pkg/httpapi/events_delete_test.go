@@ -8,24 +8,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/personhub/personhub/pkg/deletion"
-	"github.com/personhub/personhub/pkg/stream"
 )
 
-// publishAt publishes a captured event of distinct id did at ts (RFC 3339)
-// with properties props (a JSON object) and returns its sequence.
-func (e *env) publishAt(did, name, ts, props string) uint64 {
+// publishEvent publishes a captured event of distinct id did at ts (RFC
+// 3339) with properties props (a JSON object) and returns its sequence.
+func (e *env) publishEvent(did, name, ts, props string) uint64 {
 	e.t.Helper()
-	id := uuid.NewString()
-	body := fmt.Sprintf(`{"uuid":%q,"timestamp":%q,"event":%q,"distinct_id":%q,"properties":%s}`, id, ts, name, did, props)
-	ack, err := stream.Publish(context.Background(), e.nats.JS, e.projectA.ID, id, []byte(body))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return ack.Sequence
+	return e.publishAt(ts, fmt.Sprintf(`{"event":%q,"distinct_id":%q,"properties":%s}`, name, did, props))
 }
 
 // behaviour lists the project's captured events (not the API's commands)
@@ -97,7 +89,7 @@ func TestFilteredEventDeletion(t *testing.T) {
 		{"u2", "buy", "2026-03-02T10:40:00Z", `{"plan":"free"}`},
 		{"u2", "view", "2026-03-02T10:50:00Z", `{"plan":"free"}`},
 	} {
-		last = e.publishAt(ev[0], ev[1], ev[2], ev[3])
+		last = e.publishEvent(ev[0], ev[1], ev[2], ev[3])
 	}
 	if err := e.waitSeq(last); err != nil {
 		t.Fatal(err)
@@ -175,8 +167,8 @@ func TestFilteredEventDeletion(t *testing.T) {
 	}
 	propID := r.json(t)["request_id"].(string)
 	// Captured after the requests: higher sequences, kept.
-	last = e.publishAt("u2", "view", "2026-03-02T10:55:00Z", `{"plan":"pro"}`)
-	last = max(last, e.publishAt("u1", "click", "2026-03-02T12:00:00Z", `{}`))
+	last = e.publishEvent("u2", "view", "2026-03-02T10:55:00Z", `{"plan":"pro"}`)
+	last = max(last, e.publishEvent("u1", "click", "2026-03-02T12:00:00Z", `{}`))
 	if err := e.waitSeq(last); err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +178,9 @@ func TestFilteredEventDeletion(t *testing.T) {
 	if dels["count"].(float64) != 3 {
 		t.Fatalf("event deletions queued: %v", dels)
 	}
+	if got := e.lastSeen("u1"); got != "2026-03-04T10:00:00.000Z" {
+		t.Fatalf("u1's last_seen_at before the run: %s", got)
+	}
 	runner, err := deletion.New(e.store.Conn(), deletion.DefaultConfig(), slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -193,6 +188,13 @@ func TestFilteredEventDeletion(t *testing.T) {
 	sum, err := runner.RunOnce(context.Background())
 	if err != nil || sum.Verified != 3 || sum.Failed != 0 {
 		t.Fatalf("deleter: %+v %v", sum, err)
+	}
+	// The last seen times are those of the events left: u1's newest
+	// (plan pro) is gone; u2's newest was captured after the requests.
+	for path, want := range map[string]string{u1Path: "2026-03-03T00:00:00.000Z", u2Path: "2026-03-02T10:55:00.000Z"} {
+		if got := e.get(e.keyRead, path).json(t)["last_seen_at"]; got != want {
+			t.Errorf("%s last_seen_at after the run: %v, want %s", path, got, want)
+		}
 	}
 	want := []string{
 		"u1 click 2026-03-02 12:00:00", // captured after the request
@@ -260,8 +262,8 @@ func TestFilteredEventDeletion(t *testing.T) {
 
 	// bulk_delete without keep_person: the person goes, and of its events
 	// only those the filter matches.
-	last = e.publishAt("u3", "view", "2026-04-01T10:00:00Z", `{}`)
-	last = max(last, e.publishAt("u3", "click", "2026-04-01T11:00:00Z", `{}`))
+	last = e.publishEvent("u3", "view", "2026-04-01T10:00:00Z", `{}`)
+	last = max(last, e.publishEvent("u3", "click", "2026-04-01T11:00:00Z", `{}`))
 	if err := e.waitSeq(last); err != nil {
 		t.Fatal(err)
 	}

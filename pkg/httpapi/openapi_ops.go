@@ -99,7 +99,17 @@ var (
 	personBulkBody = props(nil,
 		"ids", sch{"type": "array", "items": sch{"type": []any{"integer", "string"}}, "maxItems": 1000, "description": "Integer ids or uuids."},
 		"distinct_ids", sch{"type": "array", "items": str, "maxItems": 1000},
-		"delete_events", boolean, "keep_person", boolean)
+		"delete_events", boolean, "keep_person", boolean,
+		"after", deleteAfter, "before", deleteBefore, "event", deleteEvent)
+	// The filter of an event deletion (docs/api.md, "Deleting events by
+	// time, name or property").
+	deleteAfter  = sch{"type": "string", "description": "ISO 8601 date or date-time: events at or after it (inclusive)."}
+	deleteBefore = sch{"type": "string", "description": "ISO 8601 date or date-time: events before it (exclusive)."}
+	deleteEvent  = sch{"description": "An event name, or a list of at most 100.",
+		"oneOf": []any{sch{"type": "string", "minLength": 1}, sch{"type": "array", "items": sch{"type": "string", "minLength": 1}, "minItems": 1, "maxItems": 100}}}
+	personEventsFilter  = props(nil, "after", deleteAfter, "before", deleteBefore, "event", deleteEvent)
+	projectEventsFilter = props(nil, "properties", sch{"description": "An event property filter: the persons list's properties grammar (a list, or its JSON text), type event."},
+		"after", deleteAfter, "before", deleteBefore, "event", deleteEvent, "dry_run", boolean)
 	personRefs  = arrayOf(sch{"type": []any{"integer", "string"}, "description": "A person's integer id or uuid."})
 	cohortInput = props(nil, "name", sch{"type": []any{"string", "null"}}, "description", str, "is_static", boolean,
 		"filters", object, "groups", arrayOf(anyValue), "query", anyValue,
@@ -247,7 +257,11 @@ var operationDocs = map[string]opDoc{
 	"POST /api/projects/{project_id}/persons/{id}/merge/": {Summary: "Merge persons into this one",
 		Body: personBulkBody, BodyRequired: true, Responses: ok(schemaFor(mergeResult{}))},
 	"POST /api/projects/{project_id}/persons/{id}/delete_events/": {Summary: "Queue the deletion of a person's events",
-		Responses: map[int]resp{202: {Description: "Queued."}}},
+		Body: personEventsFilter, Responses: map[int]resp{202: {Description: "Queued."}}},
+	"POST /api/projects/{project_id}/events/delete/": {Summary: "Delete the project's events by property, time or name",
+		Body: projectEventsFilter, BodyRequired: true,
+		Responses: map[int]resp{200: {Description: "Dry run: the events the filter matches now.", Schema: schemaFor(eventDeletionResult{})},
+			202: {Description: "Queued; follow request_id in deletion_status/.", Schema: schemaFor(eventDeletionResult{})}}},
 	"GET /api/projects/{project_id}/persons/{id}/activity/": {Summary: "A person's activity log", Query: activityQ, Responses: ok(ref("ActivityPage"))},
 	"GET /api/projects/{project_id}/persons/{id}/export/": {Summary: "Everything stored about a person (one JSON document)",
 		Query: []opParam{qp("format", enum("json"), "json only.")}, Responses: ok(props([]string{"person"}, "person", ref("Person")))},
@@ -322,6 +336,8 @@ func propertiesAtTimeSchema() sch {
 func deletionStatusSchema() sch {
 	s := listOf(schemaFor(deletionItem{}))
 	s["properties"].(sch)["counts"] = schemaFor(deletion.Counts{})
-	s["required"] = append(s["required"].([]any), "counts")
+	s["properties"].(sch)["event_deletions"] = props([]string{"count", "results"}, "count", sch{"type": "integer"},
+		"results", arrayOf(schemaFor(filteredDeletionItem{})))
+	s["required"] = append(s["required"].([]any), "counts", "event_deletions")
 	return s
 }

@@ -93,6 +93,11 @@ func typeSchema(t reflect.Type, top bool) sch {
 	if name := componentName(t); name != "" && !top {
 		return ref(name)
 	}
+	if t.Kind() == reflect.Pointer {
+		// Before the marshaler cases: a nil pointer encodes as null
+		// whatever its element's encoding (*uuid.UUID, *time.Time).
+		return nullable(typeSchema(t.Elem(), false))
+	}
 	switch {
 	case t == timeType:
 		return sch{"type": "string", "format": "date-time"}
@@ -106,8 +111,6 @@ func typeSchema(t reflect.Type, top bool) sch {
 		return sch{"type": "string"}
 	}
 	switch t.Kind() {
-	case reflect.Pointer:
-		return nullable(typeSchema(t.Elem(), false))
 	case reflect.Interface:
 		return sch{}
 	case reflect.Bool:

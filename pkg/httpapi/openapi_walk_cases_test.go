@@ -118,8 +118,11 @@ func walkCases(fx *walkFixtures) map[string]walkCase {
 			bad: []walkReq{{body: `{"distinct_ids_to_split":"walk-split"}`}}},
 		"POST /api/projects/{project_id}/persons/{id}/merge/": {path: person + "merge/", good: walkReq{body: `{"distinct_ids":["walk-merged"]}`},
 			bad: []walkReq{{body: `{"ids":"x"}`}}},
-		"POST /api/projects/{project_id}/persons/{id}/delete_events/": {path: otherPerson("walk-events") + "delete_events/", good: walkReq{status: 202},
-			bad: []walkReq{badFormat}},
+		"POST /api/projects/{project_id}/persons/{id}/delete_events/": {path: otherPerson("walk-events") + "delete_events/",
+			good: walkReq{body: `{"after":"2026-01-01","event":["walk"]}`, status: 202},
+			bad:  []walkReq{badFormat, {body: `{"event":[]}`}, {body: `{"after":"2026-03-03","before":"2026-03-02"}`, semantic: true}}},
+		"POST /api/projects/{project_id}/events/delete/": {good: walkReq{body: `{"event":"walk-none","dry_run":true}`},
+			bad: []walkReq{{body: `{"dry_run":"yes","event":"x"}`}, {body: `{}`, semantic: true}}},
 		"GET /api/projects/{project_id}/persons/{id}/activity/": {path: person + "activity/", good: walkReq{query: "page=1"}, bad: []walkReq{badPage}},
 		"GET /api/projects/{project_id}/persons/{id}/export/":   {path: person + "export/", bad: []walkReq{{query: "format=csv"}}},
 

@@ -85,6 +85,23 @@ func (s *Store) DeleteFiltered(ctx context.Context, sc FilterScope) error {
 	return s.conn.Exec(ctx, "ALTER TABLE events DELETE WHERE "+w, args...)
 }
 
+// FilteredDistinctIDs returns the distinct ids of the scope's events: the
+// ids whose last seen times (person_last_seen) the deletion may change.
+func (s *Store) FilteredDistinctIDs(ctx context.Context, sc FilterScope) ([]string, error) {
+	w, args := sc.where()
+	return s.strings(ctx, "SELECT DISTINCT distinct_id FROM events WHERE "+w, args...)
+}
+
+// WriteFilteredLastSeen writes, for each of the distinct ids, the newest
+// time of its behaviour events the scope keeps (WriteLastSeen's two reads
+// by key). Both conditions read events, so it runs before the copies are
+// deleted.
+func (s *Store) WriteFilteredLastSeen(ctx context.Context, sc FilterScope, distinctIDs []string) error {
+	cw, cargs := sc.copiesWhere()
+	ew, eargs := sc.where()
+	return s.writeLastSeen(ctx, sc.ProjectID, distinctIDs, " AND NOT ("+cw+")", cargs, " AND NOT ("+ew+")", eargs)
+}
+
 // HourlyRegion is a region of events_hourly: the keys of one project (of
 // one stored person when PersonID is not 0; of the events named, when
 // there are some) in the UTC hours [From, To).

@@ -105,20 +105,7 @@ func (s *Store) restoreLastSeen(ctx context.Context, rows []Row, written map[uin
 func (s *Store) PurgedDistinctIDs(ctx context.Context, project uint64, targets []PurgeTarget, hours Hours) ([]string, error) {
 	where, args := purgeWhere(project, targets)
 	cut, cargs := hours.cond("timestamp")
-	rows, err := s.conn.Query(ctx, "SELECT DISTINCT distinct_id FROM "+copyTable+" WHERE "+where+cut, append(args, cargs...)...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return s.strings(ctx, "SELECT DISTINCT distinct_id FROM "+copyTable+" WHERE "+where+cut, append(args, cargs...)...)
 }
 
 // DeleteLastSeen issues the mutation that deletes the rows of the distinct
@@ -149,11 +136,19 @@ func (s *Store) WriteLastSeen(ctx context.Context, project uint64, distinctIDs [
 	cut, cargs := hours.cond("timestamp")
 	kept := " AND NOT (" + where + cut + ")"
 	keptArgs := append(wargs, cargs...)
+	return s.writeLastSeen(ctx, project, distinctIDs, kept, keptArgs, kept, keptArgs)
+}
+
+// writeLastSeen writes, for each of the distinct ids, the newest time of
+// its behaviour events that keptCopy (a condition over the copy by
+// distinct id, with its arguments) and keptEvent (the same events as a
+// condition over events) select, as WriteLastSeen describes.
+func (s *Store) writeLastSeen(ctx context.Context, project uint64, distinctIDs []string, keptCopy string, copyArgs []any, kept string, keptArgs []any) error {
 	for start := 0; start < len(distinctIDs); start += statement.Chunk {
 		part := distinctIDs[start:min(start+statement.Chunk, len(distinctIDs))]
 		rows, err := s.conn.Query(ctx, "SELECT distinct_id, max(toUInt32(timestamp)) FROM "+copyTable+
-			" WHERE project_id = ? AND distinct_id IN ?"+kept+" GROUP BY distinct_id",
-			append([]any{project, statement.Set(part)}, keptArgs...)...)
+			" WHERE project_id = ? AND distinct_id IN ?"+keptCopy+" GROUP BY distinct_id",
+			append([]any{project, statement.Set(part)}, copyArgs...)...)
 		if err != nil {
 			return fmt.Errorf("read the kept events' last seen: %w", err)
 		}

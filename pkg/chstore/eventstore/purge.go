@@ -255,18 +255,23 @@ func (s *Store) UnfinishedMutations(ctx context.Context, before map[string]bool)
 }
 
 func (s *Store) mutations(ctx context.Context, more string) ([]string, error) {
-	rows, err := s.conn.Query(ctx, "SELECT concat(table, '/', mutation_id) FROM system.mutations WHERE database = currentDatabase() AND "+purgedTables+more)
+	return s.strings(ctx, "SELECT concat(table, '/', mutation_id) FROM system.mutations WHERE database = currentDatabase() AND "+purgedTables+more)
+}
+
+// strings runs a query of one String column and returns its values.
+func (s *Store) strings(ctx context.Context, query string, args ...any) ([]string, error) {
+	rows, err := s.conn.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var v string
+		if err := rows.Scan(&v); err != nil {
 			return nil, err
 		}
-		out = append(out, id)
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }
