@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -65,14 +66,23 @@ func ParseFilter(raw string) (Filter, error) {
 type Cond struct {
 	SQL  string
 	Args []any
+	// ByProperties says whether the property filter constrains: a
+	// filter of empty groups ({"type":"AND","values":[]}, PostHog's
+	// "no filter") compiles to nothing.
+	ByProperties bool
 }
+
+// ErrSelectsEverything is Compile's answer for a filter that constrains
+// nothing: it would delete every event in its scope, which no request may.
+var ErrSelectsEverything = errors.New("the filter selects every event")
 
 // Compile returns the filter's condition over an events row (columns
 // timestamp, timestamp_ms, event, properties). now is the instant the
 // property filter's relative dates ("-7d") count back from: the request's
 // time, so that every run of it deletes the same events. A filter that
-// selects every event compiles to "1". The property filter's errors are
-// *propfilter.Error.
+// selects every event is refused (ErrSelectsEverything), also when it
+// is stored: the deleter never runs one. The property filter's errors
+// are *propfilter.Error.
 func (f Filter) Compile(ctx context.Context, now time.Time) (Cond, error) {
 	c := Cond{SQL: "1"}
 	and := func(sql string, args ...any) {
@@ -103,7 +113,11 @@ func (f Filter) Compile(ctx context.Context, now time.Time) (Cond, error) {
 		}
 		if cl.SQL != "" {
 			and(cl.SQL, cl.Args...)
+			c.ByProperties = true
 		}
+	}
+	if c.SQL == "1" {
+		return Cond{}, ErrSelectsEverything
 	}
 	return c, nil
 }

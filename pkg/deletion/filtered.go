@@ -253,23 +253,27 @@ func (r *Runner) runFilteredOne(ctx context.Context, q *FilteredRequest) (uint64
 		}
 	}
 	if q.SpanTo.Unix() > 0 {
-		hr := eventstore.HourlyRegion{ProjectID: q.ProjectID, PersonID: q.PersonID, Events: f.Events, From: q.SpanFrom, To: q.SpanTo}
-		before, err := r.mutationIDs(st)
-		if err != nil {
-			return 0, mutations, fmt.Errorf("list mutations: %w", err)
-		}
-		if err := es.DeleteHourly(st, hr); err != nil {
-			return 0, mutations, fmt.Errorf("delete events_hourly rows: %w", err)
-		}
-		mutations++
-		r.m.mutations.Inc()
-		if err := r.waitMutations(ctx, before); err != nil {
-			return 0, mutations, err
-		}
-		cancel()
-		st, cancel = step(ctx)
-		if err := r.reconcileHourly(st, hr); err != nil {
-			return 0, mutations, fmt.Errorf("count events_hourly again: %w", err)
+		// A month at a time, emptied then counted again: the analysis
+		// reads a month's hours short only while that month is redone.
+		region := eventstore.HourlyRegion{ProjectID: q.ProjectID, PersonID: q.PersonID, Events: f.Events, From: q.SpanFrom, To: q.SpanTo}
+		for _, hr := range region.Months() {
+			before, err := r.mutationIDs(st)
+			if err != nil {
+				return 0, mutations, fmt.Errorf("list mutations: %w", err)
+			}
+			if err := es.DeleteHourly(st, hr); err != nil {
+				return 0, mutations, fmt.Errorf("delete events_hourly rows: %w", err)
+			}
+			mutations++
+			r.m.mutations.Inc()
+			if err := r.waitMutations(ctx, before); err != nil {
+				return 0, mutations, err
+			}
+			cancel()
+			st, cancel = step(ctx)
+			if err := r.reconcileHourly(st, hr); err != nil {
+				return 0, mutations, fmt.Errorf("count events_hourly again: %w", err)
+			}
 		}
 	}
 	q.Status, q.VerifiedAt = StatusVerified, time.Now().UTC()
@@ -285,37 +289,24 @@ func (r *Runner) runFilteredOne(ctx context.Context, q *FilteredRequest) (uint64
 // correction finds it.
 const hourlyAttempts = 3
 
-// reconcileHourly counts into events_hourly, emptied over the region,
-// the events left there, a month at a time (each statement groups one
-// month's keys).
-func (r *Runner) reconcileHourly(ctx context.Context, region eventstore.HourlyRegion) error {
+// reconcileHourly counts into events_hourly, emptied over the region (a
+// month or less: one statement groups its keys), the events left there,
+// checked and corrected again up to hourlyAttempts times.
+func (r *Runner) reconcileHourly(ctx context.Context, hr eventstore.HourlyRegion) error {
 	es := eventstore.New(r.conn)
-	for from := region.From; from.Before(region.To); {
-		to := time.Date(from.Year(), from.Month()+1, 1, 0, 0, 0, 0, time.UTC)
-		if to.After(region.To) {
-			to = region.To
+	for range hourlyAttempts {
+		if err := es.ReconcileHourly(ctx, hr); err != nil {
+			return err
 		}
-		hr := region
-		hr.From, hr.To = from, to
-		ok := false
-		for range hourlyAttempts {
-			if err := es.ReconcileHourly(ctx, hr); err != nil {
-				return err
-			}
-			n, err := es.CheckHourly(ctx, hr)
-			if err != nil {
-				return err
-			}
-			if ok = n == 0; ok {
-				break
-			}
+		n, err := es.CheckHourly(ctx, hr)
+		if err != nil {
+			return err
 		}
-		if !ok {
-			return fmt.Errorf("hourly counts of %s..%s still differ from events after %d corrections", from, to, hourlyAttempts)
+		if n == 0 {
+			return nil
 		}
-		from = to
 	}
-	return nil
+	return fmt.Errorf("hourly counts of %s..%s still differ from events after %d corrections", hr.From, hr.To, hourlyAttempts)
 }
 
 func minTime(a, b time.Time) time.Time {

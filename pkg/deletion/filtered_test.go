@@ -126,7 +126,7 @@ func TestFilteredDeletionResumesHourly(t *testing.T) {
 		t.Fatal("the hourly counts agree before the correction: the test tests nothing")
 	}
 	sum := f.runOnce(t)
-	if sum.Verified != 1 || sum.EventsDeleted != 4 || sum.Mutations != 1 { // the hourly rows' only
+	if sum.Verified != 1 || sum.EventsDeleted != 4 || sum.Mutations != 3 { // the hourly rows' only, a month each
 		t.Fatalf("run: %+v", sum)
 	}
 	if n := hourlyOff(t, f); n != 0 {
@@ -141,4 +141,21 @@ func mustFilter(t *testing.T, raw string) Filter {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// TestFilteredDeletionNeverSelectsEverything: a stored request whose
+// filter constrains nothing (empty property groups, PostHog's "no
+// filter") deletes nothing; it stays open and counts as failed.
+func TestFilteredDeletionNeverSelectsEverything(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	insertEvents(t, f.conn, ev{1, 10, 1}, ev{1, 11, 2})
+	commit(t, f.conn, 10)
+	filtered(t, f.runner, 1, 0, 5, `{"properties":{"type":"AND","values":[{"type":"OR","values":[]}]}}`, nil)
+	sum := f.runOnce(t)
+	if sum.Verified != 0 || sum.EventsDeleted != 0 || sum.Failed != 1 {
+		t.Fatalf("run: %+v, want the request failed and nothing deleted", sum)
+	}
+	if n := len(eventsOf(t, f.conn, 1, 10)) + len(eventsOf(t, f.conn, 1, 11)); n != 2 {
+		t.Fatalf("%d of 2 events left", n)
+	}
 }

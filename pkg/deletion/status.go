@@ -99,9 +99,8 @@ func (q *Queue) CountMatching(ctx context.Context, projectID uint64, f Filter, n
 	if err != nil {
 		return 0, err
 	}
-	c, err := eventstore.New(q.conn).CountFiltered(ctx, eventstore.FilterScope{ProjectID: projectID, Seq: math.MaxUint64,
+	return eventstore.New(q.conn).CountFilteredEvents(ctx, eventstore.FilterScope{ProjectID: projectID, Seq: math.MaxUint64,
 		Cond: cond.SQL, Args: cond.Args})
-	return c.Events, err
 }
 
 // ListFiltered returns the project's filtered deletions, newest first,

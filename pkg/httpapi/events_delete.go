@@ -79,15 +79,16 @@ func deletionFilter(r *http.Request, body map[string]any, withProperties bool) (
 			return f, false, invalid("properties", "properties must be valid JSON.")
 		}
 		f.Properties = json.RawMessage(text)
-		if _, err := f.Compile(r.Context(), time.Now()); err != nil {
-			var pe *propfilter.Error
-			if errors.As(err, &pe) {
-				return f, false, invalid("properties", "Properties are unparsable! "+pe.Detail)
-			}
+		c, err := f.Compile(r.Context(), time.Now())
+		var pe *propfilter.Error
+		switch {
+		case errors.As(err, &pe):
+			return f, false, invalid("properties", "Properties are unparsable! "+pe.Detail)
+		case err != nil && !errors.Is(err, deletion.ErrSelectsEverything):
 			return f, false, err
-		}
-		if f.Empty() {
-			f.Properties = nil // [], {}, null: no constraint
+		case err != nil || !c.ByProperties:
+			// [], {}, null, or groups with nothing in them: no constraint.
+			f.Properties = nil
 		}
 	}
 	return f, !f.Empty(), nil

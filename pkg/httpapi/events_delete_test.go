@@ -135,6 +135,13 @@ func TestFilteredEventDeletion(t *testing.T) {
 		{evPath, `{"properties":"[{"}`, "properties"},
 		{evPath, `{"properties":[{"key":"a","operator":"regex","value":"("}]}`, "properties"},
 		{evPath, `{"properties":7}`, "properties"},
+		// Groups with nothing in them constrain nothing (PostHog's "no
+		// filter"): refused as the empty filter they are.
+		{evPath, `{"properties":{"type":"AND","values":[]}}`, "properties"},
+		{evPath, `{"properties":{"values":[]}}`, "properties"},
+		{evPath, `{"properties":"[ ]"}`, "properties"},
+		{evPath, `{"properties":[{"type":"OR","values":[]}]}`, "properties"},
+		{evPath, `{"properties":{"type":"AND","values":[{"type":"OR","values":[]}]},"dry_run":true}`, "properties"},
 	} {
 		r := e.send("POST", e.keyAll, c.path, c.body)
 		if r.status != 400 || r.json(t)["attr"] != c.attr || r.json(t)["type"] != "validation_error" || r.json(t)["code"] == nil || r.json(t)["detail"] == nil {

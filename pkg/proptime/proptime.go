@@ -20,16 +20,18 @@ import (
 // Moment returns an event's moment for timestamp-aware writes and whether
 // the event is timestamp-aware: flag is its $set_timestamp property and
 // ts its timestamp. true takes ts; an RFC 3339 string (event.ParseTime)
-// is the moment itself. Anything else (absent, false, another type, a
-// string that does not parse) makes the event ordinary, with ts as its
-// moment (an ordinary write records it on a person that keeps moments).
+// is the moment itself, but never later than ts: a moment in the event's
+// future would hold its keys against every later write. Anything else
+// (absent, false, another type, a string that does not parse) makes the
+// event ordinary, with ts as its moment (an ordinary write records it on
+// a person that keeps moments).
 func Moment(flag any, ts time.Time) (ms int64, aware bool) {
 	switch v := flag.(type) {
 	case bool:
 		return ts.UnixMilli(), v
 	case string:
 		if t, err := event.ParseTime(v); err == nil {
-			return t.UnixMilli(), true
+			return min(t.UnixMilli(), ts.UnixMilli()), true
 		}
 	}
 	return ts.UnixMilli(), false

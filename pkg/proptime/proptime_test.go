@@ -16,7 +16,8 @@ func TestMoment(t *testing.T) {
 		{true, ts.UnixMilli(), true},
 		{false, ts.UnixMilli(), false},
 		{"2020-01-01T00:00:00.5+01:00", time.Date(2019, 12, 31, 23, 0, 0, 500e6, time.UTC).UnixMilli(), true},
-		{"2020-01-01", ts.UnixMilli(), false}, // not RFC 3339
+		{"2099-12-31T00:00:00Z", ts.UnixMilli(), true}, // never after the event
+		{"2020-01-01", ts.UnixMilli(), false},          // not RFC 3339
 		{"1969-12-31T23:59:59Z", ts.UnixMilli(), false},
 		{1.0, ts.UnixMilli(), false},
 	} {

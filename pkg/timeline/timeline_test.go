@@ -118,7 +118,7 @@ func TestBuildTimestampAware(t *testing.T) {
 	events := []Event{
 		{"import", at(5), `{"$set_timestamp":true,"$set":{"plan":"pro"}}`},
 		{"import", at(3), `{"$set_timestamp":true,"$set":{"plan":"free","seats":2}}`},
-		{"import", at(4), `{"$set_timestamp":"2026-01-01T06:00:00Z","$set":{"plan":"team"}}`},
+		{"import", at(6), `{"$set_timestamp":"2026-01-01T05:30:00Z","$set":{"plan":"team"}}`},
 		{"e", at(7), `{"$set":{"plan":"late"}}`},
 		{"import", at(6), `{"$set_timestamp":true,"$set":{"plan":"older than late"}}`},
 	}
@@ -128,7 +128,7 @@ func TestBuildTimestampAware(t *testing.T) {
 	}
 	raw, _ := json.Marshal(got)
 	want := `[{"timestamp":"2026-01-01T05:00:00Z","properties":{"plan":"pro"},"relevant_event_count":2},` +
-		`{"timestamp":"2026-01-01T04:00:00Z","properties":{"plan":"team","seats":2},"relevant_event_count":1},` +
+		`{"timestamp":"2026-01-01T06:00:00Z","properties":{"plan":"team","seats":2},"relevant_event_count":1},` +
 		`{"timestamp":"2026-01-01T07:00:00Z","properties":{"plan":"late","seats":2},"relevant_event_count":2}]`
 	if string(raw) != want {
 		t.Fatalf("got  %s\nwant %s", raw, want)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // The deleter's statements for filtered deletions (pkg/deletion,
@@ -72,6 +74,16 @@ func (s *Store) CountFiltered(ctx context.Context, sc FilterScope) (FilteredCoun
 	return c, err
 }
 
+// CountFilteredEvents counts the scope's events alone: a dry run's
+// answer, read with the bound values' settings (the copies, which
+// CountFiltered also counts, would cost a set of every matching seq).
+func (s *Store) CountFilteredEvents(ctx context.Context, sc FilterScope) (uint64, error) {
+	var n uint64
+	ew, eargs := sc.where()
+	err := s.conn.QueryRow(statement.Bound(ctx, nil), "SELECT count() FROM events WHERE "+ew, eargs...).Scan(&n)
+	return n, err
+}
+
 // DeleteFilteredCopies issues the mutation deleting the scope's copies
 // (events_by_distinct_id); Mutations and UnfinishedMutations follow it.
 func (s *Store) DeleteFilteredCopies(ctx context.Context, sc FilterScope) error {
@@ -110,6 +122,22 @@ type HourlyRegion struct {
 	PersonID  uint64
 	Events    []string
 	From, To  time.Time
+}
+
+// Months splits the region at the starts of UTC months.
+func (hr HourlyRegion) Months() []HourlyRegion {
+	var out []HourlyRegion
+	for from := hr.From; from.Before(hr.To); {
+		to := time.Date(from.Year(), from.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+		if to.After(hr.To) {
+			to = hr.To
+		}
+		m := hr
+		m.From, m.To = from, to
+		out = append(out, m)
+		from = to
+	}
+	return out
 }
 
 // cond is the region as a condition on a table whose hour is hourExpr.
