@@ -144,9 +144,12 @@ func measurePurge(ctx context.Context, ch *chServer, db string, project uint64, 
 		return p, fmt.Errorf("copy for the raw side: %w", err)
 	}
 	// The runner also deletes the events' copies by distinct id (schema
-	// 0009) and the hourly counts (schema 0014), so its side has those
-	// tables too; the raw side mutates events alone, as before.
-	if err := copyTables(ctx, conn, db, svcDB, "events", "events_by_distinct_id", "events_hourly", "person_deletion_requests", "ingest_batches"); err != nil {
+	// 0009) and the hourly counts (schema 0014), rewrites the last seen
+	// times (schema 0020), and reads the filtered requests (schema 0021),
+	// so its side has those tables too; the raw side mutates events
+	// alone, as before.
+	if err := copyTables(ctx, conn, db, svcDB, "events", "events_by_distinct_id", "events_hourly", "person_last_seen",
+		"person_deletion_requests", "event_deletion_requests", "ingest_batches"); err != nil {
 		return p, fmt.Errorf("copy for the runner: %w", err)
 	}
 	if err := conn.QueryRow(ctx, "SELECT count() FROM "+rawDB+".events").Scan(&p.EventsTotal); err != nil {
