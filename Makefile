@@ -53,6 +53,12 @@ bench: clickhouse
 	./bin/bench $(if $(QUICK),-quick) $(BENCHFLAGS)
 	$(GO) run ./bench/capture $(if $(QUICK),-events 20000 -rounds 1) $(BENCHCAPTUREFLAGS)
 
+## bench-scale: ten times the full run's data (S1-S7: 50M events, 10M persons; up to an hour and
+## ~50 GiB of disk where TMPDIR points); QUICK=1 runs a hundredth of it in a few minutes
+bench-scale: clickhouse
+	$(GO) build -o bin/bench ./bench
+	./bin/bench -scale 10 $(if $(QUICK),-quick) $(BENCHFLAGS)
+
 ## fuzz: run each fuzz target `go test -list` finds for FUZZTIME (default 20s)
 FUZZTIME ?= 20s
 fuzz:
@@ -61,7 +67,7 @@ fuzz:
 clickhouse:
 	@bash scripts/install-clickhouse.sh
 
-.PHONY: test-clients promtool bench-capture
+.PHONY: test-clients promtool bench-capture bench-scale
 
 ## test-clients: Chromium and the npm client libraries that the capture tests drive (test/node, test/browser)
 test-clients:

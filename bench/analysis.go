@@ -162,28 +162,35 @@ type g10Route struct {
 }
 
 func (a *apiServer) g10Routes() []g10Route {
+	return analysisRoutes(a.project, g10From, g10To(), []string{"signed_up", "activated", "purchased"})
+}
+
+// analysisRoutes are the actor routes over the days from..to (exclusive),
+// $pageview's and a funnel of steps.
+func analysisRoutes(project uint64, from, to time.Time, steps []string) []g10Route {
 	day := func(t time.Time) string { return t.Format(time.DateOnly) }
-	from, last := day(g10From), day(g10To().AddDate(0, 0, -1))
+	days := int(to.Sub(from).Hours() / 24)
+	first, last := day(from), day(to.AddDate(0, 0, -1))
 	pv := `[{"id":"$pageview","type":"events","order":0}]`
-	steps := []string{"signed_up", "activated", "purchased"}
 	var funnel []string
 	for i, e := range steps {
 		funnel = append(funnel, fmt.Sprintf(`{"id":%q,"type":"events","order":%d}`, e, i))
 	}
 	path := func(route string, kv ...string) string {
-		q := url.Values{"date_from": {from}, "date_to": {last}, "limit": {"100"}}
+		q := url.Values{"date_from": {first}, "date_to": {last}, "limit": {"100"}}
 		for i := 0; i+1 < len(kv); i += 2 {
 			q.Set(kv[i], kv[i+1])
 		}
-		return fmt.Sprintf("/api/projects/%d/persons/%s/?%s", a.project, route, q.Encode())
+		return fmt.Sprintf("/api/projects/%d/persons/%s/?%s", project, route, q.Encode())
 	}
 	only := []string{"$pageview"}
 	return []g10Route{
 		{"trends", path("trends", "events", pv, "entity_id", "$pageview", "entity_type", "events"), only},
-		{"funnel, 3 steps", path("funnel", "events", "["+strings.Join(funnel, ",")+"]", "funnel_step", "3", "funnel_window_days", "14"), steps},
+		{fmt.Sprintf("funnel, %d steps", len(steps)), path("funnel", "events", "["+strings.Join(funnel, ",")+"]",
+			"funnel_step", fmt.Sprint(len(steps)), "funnel_window_days", "14"), steps},
 		{"retention", path("retention", "target_entity", `{"id":"$pageview","type":"events"}`, "period", "Day",
-			"total_intervals", fmt.Sprint(g10Days), "selected_interval", "0"), only},
-		{"lifecycle", path("lifecycle", "events", pv, "target_date", day(g10From.AddDate(0, 0, 14)), "lifecycle_type", "returning"), only},
+			"total_intervals", fmt.Sprint(days), "selected_interval", "0"), only},
+		{"lifecycle", path("lifecycle", "events", pv, "target_date", day(from.AddDate(0, 0, days*14/30)), "lifecycle_type", "returning"), only},
 		{"stickiness", path("stickiness", "events", pv, "entity_id", "$pageview", "entity_type", "events", "stickiness_days", "2"), only},
 		{"path", path("path", "include_event_types", `["$pageview"]`, "step_limit", "5"), only},
 	}
@@ -192,9 +199,14 @@ func (a *apiServer) g10Routes() []g10Route {
 // g10Scan is the baseline: the bare driver counting the window's events
 // of the route's event names (default settings).
 func (s *session) g10Scan(names []string) func(ctx context.Context, i int) error {
+	return s.windowScan(g10From, g10To(), names)
+}
+
+// windowScan counts the main project's events of names in from..to.
+func (s *session) windowScan(from, to time.Time, names []string) func(ctx context.Context, i int) error {
 	sql := "SELECT count() FROM events WHERE project_id = ? AND timestamp >= toDateTime(?) AND timestamp < toDateTime(?) AND event IN (" +
 		strings.TrimSuffix(strings.Repeat("?, ", len(names)), ", ") + ")"
-	args := []any{s.project, g10From.Unix(), g10To().Unix()}
+	args := []any{s.project, from.Unix(), to.Unix()}
 	for _, n := range names {
 		args = append(args, n)
 	}

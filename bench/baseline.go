@@ -36,7 +36,7 @@ func rate(n int, d time.Duration) Rate {
 // (ackEvery 1, AckExplicit), every ackEvery-th with AckAll, or none
 // (ackEvery 0, AckNone, as the ingester). The time runs from the first
 // delivery to the last message received or acknowledgement sent.
-func rawConsume(ctx context.Context, js jetstream.JetStream, name string, n, ackEvery, batch int) (Rate, error) {
+func rawConsume(ctx context.Context, js jetstream.JetStream, name string, from uint64, n, ackEvery, batch int) (Rate, error) {
 	policy := jetstream.AckExplicitPolicy
 	switch {
 	case ackEvery == 0:
@@ -44,10 +44,14 @@ func rawConsume(ctx context.Context, js jetstream.JetStream, name string, n, ack
 	case ackEvery > 1:
 		policy = jetstream.AckAllPolicy
 	}
-	cons, err := js.CreateConsumer(ctx, stream.Events, jetstream.ConsumerConfig{
+	cfg := jetstream.ConsumerConfig{
 		Durable: name, AckPolicy: policy, AckWait: 2 * time.Minute, MaxAckPending: -1, // as the ingester (pkg/ingest/delivery.go)
 		FilterSubject: stream.EventsPrefix + ">", DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
+	}
+	if from > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+	}
+	cons, err := js.CreateConsumer(ctx, stream.Events, cfg)
 	if err != nil {
 		return Rate{}, err
 	}

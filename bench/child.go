@@ -44,6 +44,7 @@ func childMain(args []string) error {
 	conns := bindConns(fs)
 	logPath := fs.String("log", "", "log file")
 	cfg := ingest.DefaultConfig()
+	fs.StringVar(&cfg.Consumer, "consumer", cfg.Consumer, "ingest Consumer (a second name replays the log into another database)")
 	fs.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "ingest BatchSize")
 	fs.DurationVar(&cfg.BatchWait, "batch-wait", cfg.BatchWait, "ingest BatchWait")
 	fs.IntVar(&cfg.MaxCachedPersons, "max-cached-persons", cfg.MaxCachedPersons, "ingest MaxCachedPersons")
@@ -120,7 +121,7 @@ type childProc struct {
 // startIngester runs the bench binary as the ingester child.
 func startIngester(natsURL, chAddr, db, logPath string, cfg ingest.Config) (*childProc, error) {
 	return startChild("ingester", childCommand, "-nats-url", natsURL, "-clickhouse-addr", chAddr, "-database", db,
-		"-log", logPath, "-batch-size", strconv.Itoa(cfg.BatchSize), "-batch-wait", cfg.BatchWait.String(),
+		"-log", logPath, "-consumer", cfg.Consumer, "-batch-size", strconv.Itoa(cfg.BatchSize), "-batch-wait", cfg.BatchWait.String(),
 		"-max-cached-persons", strconv.Itoa(cfg.MaxCachedPersons), "-write-lane="+strconv.FormatBool(cfg.WriteLane),
 		"-grow-for", cfg.GrowFor.String(), "-grow-persons", strconv.Itoa(cfg.GrowPersons))
 }

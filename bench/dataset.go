@@ -44,12 +44,13 @@ type generator struct {
 	ids    int
 	prefix string // of every distinct id: fresh ids for a second ingest
 	base   time.Time
+	step   time.Duration // between consecutive events' timestamps
 	n      int
 }
 
 func newGenerator(seed uint64, ids int) *generator {
 	return &generator{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), ids: ids,
-		base: time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)}
+		base: time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC), step: 2 * time.Second}
 }
 
 // freshGenerator makes the same mix over ids no other generator uses, so
@@ -112,7 +113,7 @@ func (g *generator) commonProps(extra string) string {
 
 func (g *generator) next() genEvent {
 	g.n++
-	e := genEvent{UUID: g.uuid(), TS: g.base.Add(time.Duration(g.n)*2*time.Second + time.Duration(g.r.IntN(1000))*time.Millisecond)}
+	e := genEvent{UUID: g.uuid(), TS: g.base.Add(time.Duration(g.n)*g.step + time.Duration(g.r.IntN(1000))*time.Millisecond)}
 	switch k := g.r.IntN(100); {
 	case k < 8:
 		id := g.r.IntN(max(1, g.ids*3/4))

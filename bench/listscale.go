@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"html"
 	"math"
 	"os"
-	"strings"
 	"time"
 )
 
@@ -108,65 +106,26 @@ func g5fGoals(r *Result) []Goal {
 	}
 }
 
-// g5fSVG plots p99 against persons, both on log scales: one polyline per
-// measurement. Hand-written: four lines need no plotting library.
+// g5fSVG plots p99 against persons, both on log scales: one line per
+// measurement.
 func g5fSVG(pts []G5fPoint) string {
-	const w, h, left, right, top, bottom = 720.0, 400.0, 70.0, 240.0, 30.0, 50.0
 	series := []struct {
-		name, color string
-		get         func(G5fPoint) float64
+		name string
+		get  func(G5fPoint) float64
 	}{
-		{"list first page (API)", "#d62728", func(p G5fPoint) float64 { return p.List.P99ms }},
-		{"list, property filter (API)", "#ff7f0e", func(p G5fPoint) float64 { return p.Filtered.P99ms }},
-		{"bare scan of the filter's columns", "#1f77b4", func(p G5fPoint) float64 { return p.Scan.P99ms }},
-		{"bare GET person", "#2ca02c", func(p G5fPoint) float64 { return p.Get.P99ms }},
+		{"list first page (API)", func(p G5fPoint) float64 { return p.List.P99ms }},
+		{"list, property filter (API)", func(p G5fPoint) float64 { return p.Filtered.P99ms }},
+		{"bare scan of the filter's columns", func(p G5fPoint) float64 { return p.Scan.P99ms }},
+		{"bare GET person", func(p G5fPoint) float64 { return p.Get.P99ms }},
 	}
-	xlo, xhi, ylo, yhi := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
-	for _, p := range pts {
-		x := math.Log10(float64(max(p.Persons, 1)))
-		xlo, xhi = min(xlo, x), max(xhi, x)
-		for _, s := range series {
-			y := math.Log10(max(s.get(p), 0.01))
-			ylo, yhi = min(ylo, y), max(yhi, y)
-		}
-	}
-	if len(pts) == 0 {
-		xlo, xhi, ylo, yhi = 5, 6, 0, 1
-	}
-	xlo, xhi = xlo-0.1, xhi+0.1
-	ylo, yhi = math.Floor(ylo), math.Ceil(yhi)
-	if yhi == ylo {
-		yhi++
-	}
-	px := func(x float64) float64 { return left + (x-xlo)/(xhi-xlo)*(w-left-right) }
-	py := func(y float64) float64 { return h - bottom - (y-ylo)/(yhi-ylo)*(h-top-bottom) }
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", w, h)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&b, `<text x="%.0f" y="18">G5f: p99 latency (ms, log) vs persons in the project (log), c=1, idle</text>`+"\n", left)
-	for d := ylo; d <= yhi; d++ {
-		y := py(d)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/><text x="%.1f" y="%.1f" text-anchor="end">%g</text>`+"\n",
-			left, y, w-right, y, left-6, y+4, math.Pow(10, d))
-	}
-	for _, p := range pts {
-		x := px(math.Log10(float64(max(p.Persons, 1))))
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/><text x="%.1f" y="%.1f" text-anchor="middle">%dk</text>`+"\n",
-			x, top, x, h-bottom, x, h-bottom+16, p.Persons/1000)
-	}
-	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">persons</text>`+"\n", (left+w-right)/2, h-12)
-	for i, s := range series {
-		var coords []string
+	pl := plot{title: "G5f: p99 latency (ms, log) vs persons in the project (log), c=1, idle",
+		xLabel: "persons", yLabel: "p99 ms", logX: true, logY: true}
+	for _, sr := range series {
+		ps := plotSeries{name: sr.name}
 		for _, p := range pts {
-			x, y := px(math.Log10(float64(max(p.Persons, 1)))), py(math.Log10(max(s.get(p), 0.01)))
-			coords = append(coords, fmt.Sprintf("%.1f,%.1f", x, y))
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x, y, s.color)
+			ps.pts = append(ps.pts, [2]float64{float64(max(p.Persons, 1)), max(sr.get(p), 0.01)})
 		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", s.color, strings.Join(coords, " "))
-		ly := top + 20 + float64(i)*18
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/><text x="%.1f" y="%.1f">%s</text>`+"\n",
-			w-right+10, ly, w-right+30, ly, s.color, w-right+35, ly+4, html.EscapeString(s.name))
+		pl.series = append(pl.series, ps)
 	}
-	b.WriteString("</svg>\n")
-	return b.String()
+	return pl.svg()
 }

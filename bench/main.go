@@ -79,6 +79,8 @@ type options struct {
 	growPers   int
 	maxCached  int
 	g6Load     int // PATCHes while ingesting, overriding the plan's
+	scale      int // the ten-times run (S1-S7) at this factor of the full run's size, alone
+	replot     string
 }
 
 func main() {
@@ -105,6 +107,8 @@ func main() {
 	}
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.IntVar(&o.scale, "scale", 0, "run S1-S7 alone at this multiple of the full run's size (10: 50M events over 50 days from 2M distinct ids, a list of 10M persons; up to an hour, ~40 GiB of disk); with -quick a hundredth of it")
+	fs.StringVar(&o.replot, "replot", "", "draw a scale run's plots again from its JSON results into -out, and run nothing")
 	fs.BoolVar(&o.quick, "quick", false, "small dataset (~50k events), under two minutes")
 	fs.BoolVar(&o.writeLane, "write-lane", ingest.DefaultConfig().WriteLane, "run the ingester with its write lane (its default): API writes folded ahead of the capture backlog (G6); -write-lane=false for the log order")
 	fs.DurationVar(&o.growFor, "grow-for", ingest.DefaultConfig().GrowFor, "the ingester's -grow-for (batches that grow with the backlog; its default)")
@@ -131,6 +135,13 @@ func main() {
 	if err := checkOnly(o.only); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
+	}
+	if o.replot != "" {
+		if err := replot(o.replot, o.out); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -185,6 +196,9 @@ func run(ctx context.Context, o options) error {
 	if o.only != "" {
 		res.Mode = p.mode + "-" + strings.ReplaceAll(o.only, ",", "-")
 	}
+	if o.scale > 0 {
+		res.Mode = fmt.Sprintf("%s-scale%d", p.mode, o.scale)
+	}
 	stamp := res.Started.Format("20060102T150405Z") + "-" + res.Mode
 	profile := func(name string) string {
 		path, _ := filepath.Abs(filepath.Join(o.out, stamp+"-"+name))
@@ -214,6 +228,7 @@ func run(ctx context.Context, o options) error {
 	}
 	s := &session{o: o, p: p, res: res, lg: lg, tmp: tmp, ch: ch, n: n, profile: profile,
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: ingest.DefaultConfig()}
+	s.sp = scalePlanFor(o.scale, o.quick)
 	s.cfg.WriteLane = o.writeLane
 	s.cfg.GrowFor, s.cfg.GrowPersons, s.cfg.MaxCachedPersons = o.growFor, o.growPers, o.maxCached
 	res.Ingester = s.cfg
@@ -221,7 +236,11 @@ func run(ctx context.Context, o options) error {
 	s.close()
 	res.Seconds = time.Since(lg.start).Seconds()
 	res.LoadAvg[1] = loadAvg()
-	res.Goals = goals(res, o, p)
+	if o.scale > 0 {
+		res.Goals = scaleGoals(res.Scale)
+	} else {
+		res.Goals = goals(res, o, p)
+	}
 	printReport(os.Stdout, res)
 	path, werr := writeJSON(o.out, res)
 	if werr != nil {

@@ -234,15 +234,24 @@ func (s *session) settle(ctx context.Context) {
 
 // drain waits until the ingester has committed everything in the stream.
 func (s *session) drain(ctx context.Context) error {
-	st, err := s.n.js.Stream(ctx, stream.Events)
+	last, err := s.lastSeq(ctx)
 	if err != nil {
 		return err
+	}
+	return s.watcher.Wait(ctx, last, 30*time.Minute)
+}
+
+// lastSeq is the events stream's last sequence.
+func (s *session) lastSeq(ctx context.Context) (uint64, error) {
+	st, err := s.n.js.Stream(ctx, stream.Events)
+	if err != nil {
+		return 0, err
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return s.watcher.Wait(ctx, info.State.LastSeq, 30*time.Minute)
+	return info.State.LastSeq, nil
 }
 
 // purge: N persons of the main dataset are deleted with their
@@ -255,7 +264,30 @@ func (s *session) purge(ctx context.Context) error {
 		return err
 	}
 	s.lg.f("G7: deleting %d persons with their events", len(ids))
-	g := newGenerator(s.o.seed+9, 1)
+	if err := s.queueDeletions(ctx, ids); err != nil {
+		return err
+	}
+	for i := range max(1, s.o.purgeRuns) {
+		pg, err := s.measurePurge(ctx, ids)
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			s.res.Project.Purge = &pg
+		} else {
+			s.res.Project.PurgeRepeats = append(s.res.Project.PurgeRepeats, pg)
+		}
+		s.lg.f("G7 (run %d): raw ALTER DELETE %.2fs, deletion.Runner %.2fs (%.2fx, %d mutations)", i+1,
+			pg.RawSeconds, pg.RunnerSeconds, pg.RunnerSeconds/pg.RawSeconds, pg.RunnerMutation)
+	}
+	return nil
+}
+
+// queueDeletions publishes $delete_person with $delete_events for each
+// person, as the API does, and waits until the ingester has queued the
+// requests.
+func (s *session) queueDeletions(ctx context.Context, ids []uint64) error {
+	g := newGenerator(s.o.seed+9+uint64(len(ids)), 1)
 	events := make([]genEvent, len(ids))
 	for i, id := range ids {
 		props, err := json.Marshal(map[string]any{event.PropPersonID: id, event.PropDeleteEvents: true,
@@ -277,27 +309,19 @@ func (s *session) purge(ctx context.Context) error {
 	if int(queued) < len(ids) {
 		return fmt.Errorf("%d deletion requests queued, want %d", queued, len(ids))
 	}
-	// The runner's own log (debug: each step's time) goes next to the
-	// results, to tell where a purge's time goes.
-	logPath := s.profile("purge-runner.log")
-	logFile, err := os.Create(logPath)
+	return nil
+}
+
+// measurePurge times the raw ALTER DELETE of ids' events and the
+// deleter's run over every queued request, each on a copy of the tables;
+// the runner's own log (debug: each step's time) goes next to the
+// results, to tell where a purge's time goes.
+func (s *session) measurePurge(ctx context.Context, ids []uint64) (Purge, error) {
+	logFile, err := os.OpenFile(s.profile("purge-runner.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return err
+		return Purge{}, err
 	}
 	defer logFile.Close()
 	runnerLog := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	for i := range max(1, s.o.purgeRuns) {
-		pg, err := measurePurge(ctx, s.ch, benchDB, s.project, ids, runnerLog)
-		if err != nil {
-			return err
-		}
-		if i == 0 {
-			s.res.Project.Purge = &pg
-		} else {
-			s.res.Project.PurgeRepeats = append(s.res.Project.PurgeRepeats, pg)
-		}
-		s.lg.f("G7 (run %d): raw ALTER DELETE %.2fs, deletion.Runner %.2fs (%.2fx, %d mutations)", i+1,
-			pg.RawSeconds, pg.RunnerSeconds, pg.RunnerSeconds/pg.RawSeconds, pg.RunnerMutation)
-	}
-	return nil
+	return measurePurge(ctx, s.ch, benchDB, s.project, ids, runnerLog)
 }

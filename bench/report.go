@@ -24,6 +24,7 @@ type Result struct {
 	Ingester ingest.Config `json:"ingester_config"`
 	Baseline Baselines     `json:"baselines"`
 	Project  Project       `json:"project"`
+	Scale    *Scale        `json:"scale,omitempty"`
 	Goals    []Goal        `json:"goals"`
 	Profiles []string      `json:"profiles"`
 	Notes    []string      `json:"notes,omitempty"`
@@ -147,8 +148,12 @@ func printReport(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "\npersonhub bench (%s) %s, %d cores, %.1f GiB, %s, ClickHouse %s, nats-server %s, %s\n",
 		r.Mode, r.Started.Format(time.RFC3339), r.Machine.NProc, float64(r.Machine.MemTotalBytes)/(1<<30),
 		r.Machine.CPUModel, r.Machine.ClickHouse, r.Machine.NATSServer, r.Machine.GoVersion)
-	fmt.Fprintf(w, "dataset: %d events (%d person-mutating), %d distinct ids, %.0f B/event, %d persons\n\n",
-		r.Dataset.Events, r.Dataset.MutatingEvents, r.Dataset.DistinctIDs, r.Dataset.MeanEventBytes, r.Project.PersonsTotal)
+	if r.Scale == nil {
+		fmt.Fprintf(w, "dataset: %d events (%d person-mutating), %d distinct ids, %.0f B/event, %d persons\n\n",
+			r.Dataset.Events, r.Dataset.MutatingEvents, r.Dataset.DistinctIDs, r.Dataset.MeanEventBytes, r.Project.PersonsTotal)
+	} else {
+		fmt.Fprintln(w)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "goal\twhat\ttarget\tmeasured\tresult")
 	for _, g := range r.Goals {
@@ -159,6 +164,10 @@ func printReport(w io.Writer, r *Result) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", g.ID, g.What, g.Target, g.Measured, res)
 	}
 	tw.Flush()
+	if r.Scale != nil {
+		printScale(w, r.Scale)
+		return
+	}
 	fmt.Fprintln(w, "\nabsolute figures")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	b, p := r.Baseline, r.Project

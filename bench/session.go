@@ -43,6 +43,9 @@ type session struct {
 	// reader measures GET person's rows (readerchild.go).
 	reader   *readerChild
 	mainLast uint64 // last stream sequence of the main dataset
+	// The scale run's plan and the end of its main events' span.
+	sp      scalePlan
+	scaleTo time.Time
 }
 
 const benchDB = "bench"
@@ -81,6 +84,9 @@ func (s *session) close() {
 func (s *session) run(ctx context.Context) error {
 	if err := s.setup(ctx); err != nil {
 		return fmt.Errorf("setup: %w", err)
+	}
+	if s.o.scale > 0 {
+		return s.scale(ctx)
 	}
 	if s.o.only == "g9" {
 		// Its own events and ingesters; nothing else needed.
@@ -226,17 +232,17 @@ func (s *session) publishMain(ctx context.Context, events []genEvent) error {
 func (s *session) rawConsumes(ctx context.Context) error {
 	b := &s.res.Baseline
 	var err error
-	if b.ConsumeAckEach, err = rawConsume(ctx, s.n.js, "bench_raw_ack_each", s.p.events, 1, s.cfg.BatchSize); err != nil {
+	if b.ConsumeAckEach, err = rawConsume(ctx, s.n.js, "bench_raw_ack_each", 0, s.p.events, 1, s.cfg.BatchSize); err != nil {
 		return err
 	}
 	s.lg.f("raw consume, ack each: %.0f msg/s", b.ConsumeAckEach.PerSecond)
-	if b.ConsumeAckAll500, err = rawConsume(ctx, s.n.js, "bench_raw_ackall", s.p.events, 500, s.cfg.BatchSize); err != nil {
+	if b.ConsumeAckAll500, err = rawConsume(ctx, s.n.js, "bench_raw_ackall", 0, s.p.events, 500, s.cfg.BatchSize); err != nil {
 		return err
 	}
 	s.lg.f("raw consume, AckAll every 500th: %.0f msg/s", b.ConsumeAckAll500.PerSecond)
 	// The ingester's own policy (AckNone): not the ingest's baseline
 	// (the target is set against ack each), reported beside it.
-	if b.ConsumeNoAck, err = rawConsume(ctx, s.n.js, "bench_raw_noack", s.p.events, 0, s.cfg.BatchSize); err != nil {
+	if b.ConsumeNoAck, err = rawConsume(ctx, s.n.js, "bench_raw_noack", 0, s.p.events, 0, s.cfg.BatchSize); err != nil {
 		return err
 	}
 	s.lg.f("raw consume, no ack: %.0f msg/s", b.ConsumeNoAck.PerSecond)

@@ -123,11 +123,11 @@ func Publish(ctx context.Context, js jetstream.JetStream, project uint64, m Mess
 	return stream.Publish(ctx, js, project, uuid, []byte(body))
 }
 
-// Snapshot renders every table the ingester writes, newest versions, as
-// text: two databases hold the same state exactly when these match.
-func Snapshot(t testing.TB, store *chstore.Store) string {
-	t.Helper()
-	queries := []string{
+// StateQueries are the queries that render every table the ingester
+// writes, newest versions: two databases hold the same state exactly
+// when their answers match (the replay tests, and the bench's replay).
+func StateQueries() []string {
+	return []string{
 		"SELECT project_id, id, uuid, properties, distinct_ids, created_at, is_identified, is_deleted, version, property_times FROM persons FINAL ORDER BY project_id, id",
 		"SELECT project_id, distinct_id, person_id, is_deleted, version, first_seq FROM person_distinct_ids FINAL ORDER BY project_id, distinct_id",
 		"SELECT project_id, distinct_id, person_id, is_deleted, version FROM person_distinct_id_overrides FINAL ORDER BY project_id, distinct_id",
@@ -153,6 +153,13 @@ func Snapshot(t testing.TB, store *chstore.Store) string {
 		slotsSQL,
 		bucketsSQL,
 	}
+}
+
+// Snapshot renders every table the ingester writes, newest versions, as
+// text: two databases hold the same state exactly when these match.
+func Snapshot(t testing.TB, store *chstore.Store) string {
+	t.Helper()
+	queries := StateQueries()
 	checkListTables(t, store)
 	var b strings.Builder
 	for _, q := range queries {

@@ -1,0 +1,474 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/personhub/personhub/pkg/progress"
+	"github.com/personhub/personhub/pkg/stream"
+)
+
+// The ten-times run (-scale 10, targets S1-S7 of docs/performance.md):
+// one project of 50M events over 50 days from 2M distinct ids, ingested
+// from a pre-published stream, and a second project whose list grows to
+// 10M persons. Every figure is a ratio against a baseline of the same run,
+// or against the same measurement at the reference size (1M persons).
+
+// scalePlan is the size of a scale run.
+type scalePlan struct {
+	factor     int
+	events     int // main project, ingested end to end (S1)
+	ids        int // the main project's distinct id pool
+	days       int // the main events' span
+	persons    int // the list project's persons at the end (S3)
+	refPersons int // the reference size (S2, S3)
+	purges     []int
+	windows    []int // analysis windows in days, ending with the main events (S4)
+	reads      budget
+	analysis   budget
+}
+
+func scalePlanFor(factor int, quick bool) scalePlan {
+	// One unit is the full run's size (1M persons, 5M analysis events,
+	// 200k distinct ids); quick is a hundredth of it, for trying the
+	// run itself.
+	unit := 1.0
+	if quick {
+		unit = 0.01
+	}
+	n := func(v float64) int { return int(v * unit * float64(factor)) }
+	p := scalePlan{factor: factor, events: n(5_000_000), ids: n(200_000), days: 50,
+		persons: n(1_000_000), refPersons: int(1_000_000 * unit),
+		purges: []int{n(1_000), n(10_000)}, windows: []int{7, 15, 30},
+		reads: budget{300, 30 * time.Second}, analysis: budget{7, 90 * time.Second}}
+	if quick {
+		p.reads, p.analysis = budget{60, 5 * time.Second}, budget{5, 10 * time.Second}
+	}
+	return p
+}
+
+// Scale is the result of a scale run.
+type Scale struct {
+	Factor      int `json:"factor"`
+	Events      int `json:"events"`
+	Mutating    int `json:"person_mutating_events"`
+	DistinctIDs int `json:"distinct_id_pool"`
+	Days        int `json:"days"`
+	ListPersons int `json:"list_project_persons"`
+	RefPersons  int `json:"reference_persons"`
+
+	DiskFreeBytes   uint64  `json:"disk_free_bytes"`
+	DiskNeededBytes uint64  `json:"disk_needed_bytes"`
+	MeanEventBytes  float64 `json:"mean_event_bytes"`
+	PublishPerSec   float64 `json:"publish_per_second"`
+
+	// S1
+	RawConsume      Rate         `json:"raw_consume_ack_each"`
+	Ingest          Rate         `json:"ingest"`
+	FirstTenthRate  float64      `json:"ingest_first_tenth_per_second"`
+	LastTenthRate   float64      `json:"ingest_last_tenth_per_second"`
+	IngesterCPUUS   float64      `json:"ingester_cpu_us_per_event"`
+	ClickHouseCPUUS float64      `json:"clickhouse_cpu_us_per_event"`
+	Progress        []ScalePoint `json:"ingest_progress"`
+	FillRate        Rate         `json:"list_fill"`
+
+	// S2
+	MaxCachedPersons    int     `json:"max_cached_persons"`
+	RSSRefPeakBytes     int64   `json:"rss_peak_at_reference_bytes"`
+	RSSPeakBytes        int64   `json:"rss_peak_bytes"`
+	HeapStartBytes      float64 `json:"heap_inuse_start_bytes"`
+	HeapEndBytes        float64 `json:"heap_inuse_end_bytes"`
+	BytesPerCachedPerso float64 `json:"heap_bytes_per_cached_person"`
+
+	Lists    []ScaleList       `json:"lists"`    // S3, S4's property filter
+	Analysis []ScaleWindow     `json:"analysis"` // S4
+	Replay   *ScaleReplay      `json:"replay,omitempty"`
+	Purges   []Purge           `json:"purges"` // S6
+	Disk     *ScaleDisk        `json:"disk,omitempty"`
+	Plots    []string          `json:"plots"`
+	Errors   map[string]string `json:"errors,omitempty"`
+}
+
+// ScalePoint is one sample of an ingest: seconds since its start, events
+// committed, the ingester's RSS.
+type ScalePoint struct {
+	Seconds  float64 `json:"s"`
+	Events   uint64  `json:"events"`
+	RSSBytes int64   `json:"rss"`
+	// The events table's rows and bytes on disk, every tenth second.
+	TableRows  uint64 `json:"events_table_rows,omitempty"`
+	TableBytes uint64 `json:"events_table_bytes,omitempty"`
+}
+
+// ScaleList is the list's reads at one project size.
+type ScaleList struct {
+	Persons uint64    `json:"persons"`
+	Reads   []Latency `json:"reads"`
+}
+
+func (s *session) scaleErr(phase string, err error) {
+	if s.res.Scale.Errors == nil {
+		s.res.Scale.Errors = map[string]string{}
+	}
+	s.res.Scale.Errors[phase] = err.Error()
+	s.lg.f("%s failed: %v", phase, err)
+}
+
+// scale runs S1-S7 in order; a phase that fails is recorded and the
+// next runs, except where it needs what failed.
+func (s *session) scale(ctx context.Context) error {
+	sp := s.sp
+	sc := &Scale{Factor: sp.factor, Events: sp.events, DistinctIDs: sp.ids, Days: sp.days, ListPersons: sp.persons,
+		RefPersons: sp.refPersons, MaxCachedPersons: s.cfg.MaxCachedPersons}
+	s.res.Scale = sc
+	if err := s.scaleDisk(); err != nil {
+		return err
+	}
+	list, err := s.cp.CreateProject(ctx, s.orgID, "scale-list")
+	if err != nil {
+		return err
+	}
+	if err := s.startReaders(ctx); err != nil {
+		return err
+	}
+	// The reference: the list project at 1M persons, with an ingester
+	// that has seen nothing else (S2's reference peak, S3's reads).
+	if s.ing, err = startIngester(s.n.url, s.ch.addr, benchDB, filepath.Join(s.tmp, "ingester-ref.log"), s.cfg); err != nil {
+		return err
+	}
+	sc.HeapStartBytes = s.ing.metric("go_memstats_heap_inuse_bytes")
+	g := newGenerator(s.o.seed+13, 1)
+	if _, err := s.fillProject(ctx, list.ID, g, 0, sp.refPersons); err != nil {
+		return fmt.Errorf("filling the list project: %w", err)
+	}
+	_, sc.RSSRefPeakBytes = procRSS(s.ing.pid)
+	s.lg.f("S2 reference: ingester RSS peak %.0f MiB at %d persons", mib(sc.RSSRefPeakBytes), sp.refPersons)
+	if err := s.scaleLists(ctx, list.ID); err != nil {
+		s.scaleErr("S3 at the reference size", err)
+	}
+	if err := s.ing.stop(); err != nil {
+		return err
+	}
+	s.ing = nil
+
+	// S1: the main project's events, published before the ingester runs.
+	first, err := s.scalePublish(ctx)
+	if err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	if sc.RawConsume, err = rawConsume(ctx, s.n.js, "bench_raw_scale", first, sp.events, 1, s.cfg.BatchSize); err != nil {
+		return fmt.Errorf("raw consume: %w", err)
+	}
+	s.lg.f("S1 raw consume, ack each: %.0f msg/s", sc.RawConsume.PerSecond)
+	if s.ing, err = startIngester(s.n.url, s.ch.addr, benchDB, filepath.Join(s.tmp, "ingester.log"), s.cfg); err != nil {
+		return err
+	}
+	samp := s.sampleIngest(first - 1)
+	if err := s.scaleIngest(ctx, first); err != nil {
+		samp.stop()
+		return fmt.Errorf("S1 ingest: %w", err)
+	}
+	// The list project to its full size, the same ingester (S2's peak
+	// covers it).
+	start := time.Now()
+	if _, err := s.fillProject(ctx, list.ID, g, sp.refPersons, sp.persons); err != nil {
+		samp.stop()
+		return fmt.Errorf("filling the list project: %w", err)
+	}
+	sc.FillRate = rate(sp.persons-sp.refPersons, time.Since(start))
+	sc.Progress = samp.stop()
+	_, sc.RSSPeakBytes = procRSS(s.ing.pid)
+	sc.HeapEndBytes = s.ing.metric("go_memstats_heap_inuse_bytes")
+	if cached := min(sp.persons, s.cfg.MaxCachedPersons); cached > 0 {
+		sc.BytesPerCachedPerso = (sc.HeapEndBytes - sc.HeapStartBytes) / float64(cached)
+	}
+	_ = s.ing.heapProfile(s.profile("ingester-scale.heap.pprof"))
+	s.lg.f("S2: ingester RSS peak %.0f MiB (reference %.0f MiB)", mib(sc.RSSPeakBytes), mib(sc.RSSRefPeakBytes))
+	if err := s.scaleLists(ctx, list.ID); err != nil {
+		s.scaleErr("S3", err)
+	}
+	if err := s.scaleAnalysis(ctx); err != nil {
+		s.scaleErr("S4", err)
+	}
+	if err := s.scaleReplay(ctx); err != nil {
+		s.scaleErr("S5", err)
+	}
+	// The log has served the replay: its messages go, for the disk the
+	// copies below need (the stream's sequence goes on).
+	if st, err := s.n.js.Stream(ctx, stream.Events); err == nil {
+		if err := st.Purge(ctx); err != nil {
+			s.lg.f("purging the stream: %v", err)
+		}
+	}
+	if err := s.scaleDiskUse(ctx); err != nil {
+		s.scaleErr("S7", err)
+	}
+	if err := s.scalePurges(ctx); err != nil {
+		s.scaleErr("S6", err)
+	}
+	s.scalePlots()
+	return ctx.Err()
+}
+
+// scaleDisk checks the free space where the run keeps its data against
+// what it needs at its peak, during the replay: the stream (~480 B per
+// message) and two databases of ~160 B per event each. The stream's
+// messages are purged after the replay, which makes room for the purge's
+// two copies and the hand-tuned tables.
+func (s *session) scaleDisk() error {
+	sp, sc := s.sp, s.res.Scale
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(s.tmp, &st); err != nil {
+		return err
+	}
+	events := uint64(sp.events) + uint64(sp.persons)
+	sc.DiskFreeBytes = st.Bavail * uint64(st.Bsize)
+	sc.DiskNeededBytes = events*480 + events*2*160
+	s.lg.f("disk: %.1f GiB free in %s, the run needs about %.1f GiB", gib(sc.DiskFreeBytes), s.tmp, gib(sc.DiskNeededBytes))
+	if sc.DiskFreeBytes < sc.DiskNeededBytes {
+		return fmt.Errorf("%.1f GiB free in %s, the run needs about %.1f GiB: set TMPDIR to a larger filesystem",
+			gib(sc.DiskFreeBytes), s.tmp, gib(sc.DiskNeededBytes))
+	}
+	return nil
+}
+
+func gib(b uint64) float64 { return float64(b) / (1 << 30) }
+
+// fillProject publishes $set events creating persons from..to-1 of a
+// project in chunks and waits for each chunk's commit.
+func (s *session) fillProject(ctx context.Context, project uint64, g *generator, from, to int) (uint64, error) {
+	var last uint64
+	for filled := from; filled < to; {
+		n := min(fillChunk, to-filled)
+		events := make([]genEvent, n)
+		for i := range events {
+			events[i] = fillEvent(g, filled+i)
+		}
+		pr, err := publishAll(ctx, s.n.pubs, project, events)
+		if err != nil {
+			return 0, err
+		}
+		if err := s.watcher.Wait(ctx, pr.lastSeq, time.Hour); err != nil {
+			return 0, err
+		}
+		filled, last = filled+n, pr.lastSeq
+	}
+	return last, nil
+}
+
+// scalePublish generates and publishes the main events in chunks (50M
+// events do not fit in memory at once) and returns the first's sequence.
+func (s *session) scalePublish(ctx context.Context) (uint64, error) {
+	sp, sc := s.sp, s.res.Scale
+	last, err := s.lastSeq(ctx)
+	if err != nil {
+		return 0, err
+	}
+	first := last + 1
+	g := newGenerator(s.o.seed, sp.ids)
+	g.step = time.Duration(sp.days) * 24 * time.Hour / time.Duration(sp.events)
+	s.lg.f("S1: publishing %d events over %d distinct ids, %d days", sp.events, sp.ids, sp.days)
+	var bytes int64
+	var took time.Duration
+	for done := 0; done < sp.events; {
+		n := min(fillChunk, sp.events-done)
+		events := make([]genEvent, n)
+		for i := range events {
+			events[i] = g.next()
+			if events[i].Mutating {
+				sc.Mutating++
+			}
+		}
+		pr, err := publishAll(ctx, s.n.pubs, s.project, events)
+		if err != nil {
+			return 0, err
+		}
+		bytes, took, done, s.mainLast = bytes+pr.bytes, took+pr.elapsed, done+n, pr.lastSeq
+	}
+	sc.MeanEventBytes = float64(bytes) / float64(sp.events)
+	sc.PublishPerSec = float64(sp.events) / took.Seconds()
+	s.scaleTo = g.base.Add(time.Duration(g.n+1) * g.step)
+	s.lg.f("S1: published at %.0f msg/s, %.0f B/event, seq %d..%d", sc.PublishPerSec, sc.MeanEventBytes, first, s.mainLast)
+	return first, nil
+}
+
+// sampler records an ingest's progress and the ingester's RSS twice a
+// second until stopped.
+type sampler struct {
+	stopc chan struct{}
+	wg    sync.WaitGroup
+	pts   []ScalePoint
+}
+
+func (s *session) sampleIngest(before uint64) *sampler {
+	disk := func() (rows, bytes uint64) {
+		_ = s.store.Conn().QueryRow(context.Background(), "SELECT sum(rows), sum(bytes_on_disk) FROM system.parts WHERE active AND database = ? AND table = 'events'",
+			benchDB).Scan(&rows, &bytes)
+		return rows, bytes
+	}
+	return sampleWatermark(s.watcher, before, s.ing.pid, disk)
+}
+
+// sampleWatermark samples w's progress past before and pid's RSS, and
+// disk's figures (when given) every tenth second.
+func sampleWatermark(w *progress.Watcher, before uint64, pid int, disk func() (rows, bytes uint64)) *sampler {
+	sm := &sampler{stopc: make(chan struct{})}
+	start := time.Now()
+	sm.wg.Add(1)
+	go func() {
+		defer sm.wg.Done()
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			rss, _ := procRSS(pid)
+			seq := w.Seq()
+			pt := ScalePoint{Seconds: time.Since(start).Seconds(), Events: max(seq, before) - before, RSSBytes: rss}
+			if disk != nil && len(sm.pts)%20 == 0 {
+				pt.TableRows, pt.TableBytes = disk()
+			}
+			sm.pts = append(sm.pts, pt)
+			select {
+			case <-sm.stopc:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return sm
+}
+
+func (sm *sampler) stop() []ScalePoint {
+	close(sm.stopc)
+	sm.wg.Wait()
+	return sm.pts
+}
+
+// scaleIngest is S1: the ingester folds the pre-published main events;
+// the clock runs from its first delivery to the last event's commit.
+func (s *session) scaleIngest(ctx context.Context, first uint64) error {
+	sc := s.res.Scale
+	if err := s.ing.startCPUProfile(s.profile("ingester-s1.cpu.pprof")); err != nil {
+		return err
+	}
+	if err := s.waitFirstDelivery(ctx); err != nil {
+		return err
+	}
+	meter := newCPUMeter(s.ing.pid, s.ch.pid)
+	start := time.Now()
+	// The watermark polled every 50 ms: each commit's events are taken
+	// as folded evenly since the commit before, so the tenths' times are
+	// read off the line through the commits.
+	n := uint64(s.sp.events)
+	commits := []commitPoint{{0, first - 1}}
+	for {
+		seq := s.watcher.Seq()
+		if seq > commits[len(commits)-1].seq {
+			commits = append(commits, commitPoint{time.Since(start), seq})
+		}
+		if seq >= s.mainLast {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Since(start) > 3*time.Hour {
+			return fmt.Errorf("the ingest did not reach seq %d in 3 hours (at %d)", s.mainLast, seq)
+		}
+	}
+	tTenth, tNine := commitTime(commits, first-1+n/10), commitTime(commits, first-1+n*9/10)
+	elapsed := time.Since(start)
+	cpu := meter.stop()
+	_ = s.ing.stopCPUProfile()
+	sc.Ingest = rate(s.sp.events, elapsed)
+	sc.IngesterCPUUS = cpu[0] / float64(s.sp.events) * 1e6
+	sc.ClickHouseCPUUS = cpu[1] / float64(s.sp.events) * 1e6
+	if tTenth > 0 {
+		sc.FirstTenthRate = float64(n/10) / tTenth.Seconds()
+	}
+	if last := commits[len(commits)-1].at - tNine; last > 0 {
+		sc.LastTenthRate = float64(n-n*9/10) / last.Seconds()
+	}
+	s.lg.f("S1: %.0f events/s (first tenth %.0f, last tenth %.0f); ingester %.1f us/event, ClickHouse %.1f us/event",
+		sc.Ingest.PerSecond, sc.FirstTenthRate, sc.LastTenthRate, sc.IngesterCPUUS, sc.ClickHouseCPUUS)
+	if got := s.count(ctx, "SELECT count() FROM events WHERE project_id = ?", s.project); got < n {
+		return fmt.Errorf("events table holds %d rows of the project after the commit of %d events", got, n)
+	}
+	return nil
+}
+
+// commitPoint is a commit seen by the watermark: when, and up to which
+// sequence.
+type commitPoint struct {
+	at  time.Duration
+	seq uint64
+}
+
+// commitTime interpolates when seq was folded, between the commits
+// around it.
+func commitTime(cs []commitPoint, seq uint64) time.Duration {
+	for i := 1; i < len(cs); i++ {
+		if cs[i].seq >= seq {
+			a, b := cs[i-1], cs[i]
+			f := float64(seq-a.seq) / float64(b.seq-a.seq)
+			return a.at + time.Duration(f*float64(b.at-a.at))
+		}
+	}
+	return cs[len(cs)-1].at
+}
+
+// scaleLists is S3 at the list project's current size: the first page,
+// email=, distinct_id= and search=, with the bare GET person; and S4's
+// property filter with the bare scan of its columns. c=1, idle.
+func (s *session) scaleLists(ctx context.Context, project uint64) error {
+	s.settle(ctx)
+	ids, err := s.samplePersonsOf(ctx, project, 1000, ^uint64(0))
+	if err != nil {
+		return err
+	}
+	probes, err := s.sampleProbes(ctx, project, 1000)
+	if err != nil {
+		return err
+	}
+	ops, err := s.g5Ops(project, ids)
+	if err != nil {
+		return err
+	}
+	a := s.api
+	pr := func(i int) probe { return probes[i%len(probes)] }
+	ls := measureSet(ctx, "idle", 1, s.sp.reads,
+		namedOp{name: nameGetG5 + layerRaw, op: ops.rawGet},
+		namedOp{name: nameList + layerAPI, op: ops.list},
+		namedOp{name: nameListEmail + layerAPI, op: a.listOp(project, func(i int) string { return "email=" + url.QueryEscape(pr(i).email) })},
+		namedOp{name: nameListDistinctID + layerAPI, op: a.listOp(project, func(i int) string { return "distinct_id=" + url.QueryEscape(pr(i).distinctID) })},
+		namedOp{name: nameListSearchMail + layerAPI, op: a.listOp(project, func(i int) string {
+			e := pr(i).email
+			return "search=" + url.QueryEscape(e[:strings.IndexByte(e, '@')+1])
+		})},
+		namedOp{name: nameScan + layerRaw, op: ops.scan},
+		namedOp{name: nameListFiltered + layerAPI, op: ops.filtered})
+	pt := ScaleList{Persons: s.count(ctx, "SELECT count() FROM persons FINAL WHERE project_id = ? AND is_deleted = 0", project), Reads: ls}
+	for _, l := range ls {
+		s.lg.f("S3 %d persons: %s", pt.Persons, l)
+	}
+	s.res.Scale.Lists = append(s.res.Scale.Lists, pt)
+	return nil
+}
+
+// writePlot writes one plot next to the results.
+func (s *session) writePlot(name string, p plot) {
+	path := s.profile(name + ".svg")
+	if err := os.WriteFile(path, []byte(p.svg()), 0o644); err != nil {
+		s.lg.f("plot %s: %v", name, err)
+		return
+	}
+	s.res.Scale.Plots = append(s.res.Scale.Plots, path)
+}
