@@ -23,12 +23,14 @@ import (
 // how many ids it rewrote.
 func (r *Runner) rebuildLastSeen(ctx context.Context, ts []eventstore.PurgeTarget, project uint64, sp span) (int, error) {
 	es := eventstore.New(r.conn)
+	lap := laps(r.log)
 	ids, err := es.PurgedDistinctIDs(ctx, project, ts, sp.hours())
 	if err != nil {
 		return 0, fmt.Errorf("read the distinct ids to purge: %w", err)
 	}
-	return r.rewriteLastSeen(ctx, project, ids, func(ctx context.Context) error {
-		return es.WriteLastSeen(ctx, project, ids, ts, sp.hours())
+	lap("last seen: read ids")
+	return r.rewriteLastSeen(ctx, project, ids, func(ctx context.Context) ([]eventstore.SeenAt, error) {
+		return es.KeptLastSeen(ctx, project, ids, ts, sp.hours())
 	})
 }
 
@@ -43,29 +45,46 @@ func (r *Runner) rebuildFilteredLastSeen(ctx context.Context, sc eventstore.Filt
 	if err != nil {
 		return 0, fmt.Errorf("read the distinct ids of the matching events: %w", err)
 	}
-	return r.rewriteLastSeen(ctx, sc.ProjectID, ids, func(ctx context.Context) error {
-		return es.WriteFilteredLastSeen(ctx, sc, ids)
+	return r.rewriteLastSeen(ctx, sc.ProjectID, ids, func(ctx context.Context) ([]eventstore.SeenAt, error) {
+		return es.KeptFilteredLastSeen(ctx, sc, ids)
 	})
 }
 
-// rewriteLastSeen deletes the rows of the distinct ids, waits for the
-// mutation, then writes them again (write), and says how many ids it
-// rewrote.
-func (r *Runner) rewriteLastSeen(ctx context.Context, project uint64, ids []string, write func(context.Context) error) (int, error) {
+// rewriteLastSeen deletes the rows of the distinct ids, reads their times
+// from the events kept (kept) while that mutation runs, waits for it,
+// then writes the times, and says how many ids it rewrote. The reads
+// overlap the mutation: they read events and their copy, which it does
+// not touch, and start after it is issued, so every event whose view row
+// it deletes is in what they read (an insert writes events before its
+// views).
+func (r *Runner) rewriteLastSeen(ctx context.Context, project uint64, ids []string, kept func(context.Context) ([]eventstore.SeenAt, error)) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
+	lap := laps(r.log)
+	es := eventstore.New(r.conn)
 	before, err := r.mutationIDs(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("list mutations: %w", err)
 	}
-	if err := eventstore.New(r.conn).DeleteLastSeen(ctx, project, ids); err != nil {
+	if err := es.DeleteLastSeen(ctx, project, ids); err != nil {
 		return 0, err
 	}
+	lap("last seen: issue delete")
+	times, err := kept(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read the kept events' last seen: %w", err)
+	}
+	lap("last seen: read kept times")
 	// Written once the old rows are gone: a row written while the
 	// mutation may still reach its part would be deleted with them.
 	if err := r.waitMutations(ctx, before); err != nil {
 		return 0, err
 	}
-	return len(ids), write(ctx)
+	lap("last seen: wait delete")
+	if err := es.AddLastSeen(ctx, project, times); err != nil {
+		return 0, err
+	}
+	lap("last seen: write")
+	return len(ids), nil
 }

@@ -81,12 +81,12 @@ type failLastSeenWrite struct {
 	failed bool
 }
 
-func (c *failLastSeenWrite) Exec(ctx context.Context, query string, args ...any) error {
+func (c *failLastSeenWrite) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
 	if !c.failed && strings.HasPrefix(query, "INSERT INTO person_last_seen") {
 		c.failed = true
-		return errors.New("injected: the run stops before the last seen times are written")
+		return nil, errors.New("injected: the run stops before the last seen times are written")
 	}
-	return c.Conn.Exec(ctx, query, args...)
+	return c.Conn.PrepareBatch(ctx, query, opts...)
 }
 
 // TestLastSeenFollowsDeletions: the deleter rewrites the last seen time of

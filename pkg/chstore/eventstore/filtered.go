@@ -104,14 +104,14 @@ func (s *Store) FilteredDistinctIDs(ctx context.Context, sc FilterScope) ([]stri
 	return s.strings(ctx, "SELECT DISTINCT distinct_id FROM events WHERE "+w, args...)
 }
 
-// WriteFilteredLastSeen writes, for each of the distinct ids, the newest
-// time of its behaviour events the scope keeps (WriteLastSeen's two reads
+// KeptFilteredLastSeen reads, for each of the distinct ids, the newest
+// time of its behaviour events the scope keeps (KeptLastSeen's two reads
 // by key). Both conditions read events, so it runs before the copies are
 // deleted.
-func (s *Store) WriteFilteredLastSeen(ctx context.Context, sc FilterScope, distinctIDs []string) error {
+func (s *Store) KeptFilteredLastSeen(ctx context.Context, sc FilterScope, distinctIDs []string) ([]SeenAt, error) {
 	cw, cargs := sc.copiesWhere()
 	ew, eargs := sc.where()
-	return s.writeLastSeen(ctx, sc.ProjectID, distinctIDs, " AND NOT ("+cw+")", cargs, " AND NOT ("+ew+")", eargs)
+	return s.keptLastSeen(ctx, sc.ProjectID, distinctIDs, " AND NOT ("+cw+")", cargs, " AND NOT ("+ew+")", eargs)
 }
 
 // HourlyRegion is a region of events_hourly: the keys of one project (of
