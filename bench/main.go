@@ -78,6 +78,7 @@ type options struct {
 	growFor    time.Duration
 	growPers   int
 	maxCached  int
+	batchSize  int
 	g6Load     int // PATCHes while ingesting, overriding the plan's
 	scale      int // the ten-times run (S1-S7) at this factor of the full run's size, alone
 	replot     string
@@ -113,6 +114,7 @@ func main() {
 	fs.BoolVar(&o.writeLane, "write-lane", ingest.DefaultConfig().WriteLane, "run the ingester with its write lane (its default): API writes folded ahead of the capture backlog (G6); -write-lane=false for the log order")
 	fs.DurationVar(&o.growFor, "grow-for", ingest.DefaultConfig().GrowFor, "the ingester's -grow-for (batches that grow with the backlog; its default)")
 	fs.IntVar(&o.growPers, "grow-persons", ingest.DefaultConfig().GrowPersons, "the ingester's -grow-persons (its default)")
+	fs.IntVar(&o.batchSize, "batch-size", ingest.DefaultConfig().BatchSize, "the ingester's -batch-size (its default): the messages of one fold step, each step loading its persons' misses")
 	fs.IntVar(&o.maxCached, "max-cached-persons", ingest.DefaultConfig().MaxCachedPersons, "the ingester's -max-cached-persons (its default)")
 	fs.StringVar(&o.out, "out", "bench/results", "folder for the JSON results and profiles")
 	fs.Uint64Var(&o.seed, "seed", 42, "dataset seed")
@@ -230,7 +232,7 @@ func run(ctx context.Context, o options) error {
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: ingest.DefaultConfig()}
 	s.sp = scalePlanFor(o.scale, o.quick)
 	s.cfg.WriteLane = o.writeLane
-	s.cfg.GrowFor, s.cfg.GrowPersons, s.cfg.MaxCachedPersons = o.growFor, o.growPers, o.maxCached
+	s.cfg.GrowFor, s.cfg.GrowPersons, s.cfg.MaxCachedPersons, s.cfg.BatchSize = o.growFor, o.growPers, o.maxCached, o.batchSize
 	res.Ingester = s.cfg
 	err = s.run(ctx)
 	s.close()

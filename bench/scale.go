@@ -172,7 +172,10 @@ func (s *session) scale(ctx context.Context) error {
 	}
 	samp := s.sampleIngest(first - 1)
 	if err := s.scaleIngest(ctx, first); err != nil {
-		samp.stop()
+		// What the ingest did until it failed or was stopped stays in
+		// the results.
+		sc.Progress = samp.stop()
+		_ = s.ing.stopCPUProfile()
 		return fmt.Errorf("S1 ingest: %w", err)
 	}
 	// The list project to its full size, the same ingester (S2's peak
