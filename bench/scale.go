@@ -278,14 +278,31 @@ func (s *session) scalePublish(ctx context.Context) (uint64, error) {
 	g := newGenerator(s.o.seed, sp.ids)
 	g.step = time.Duration(sp.days) * 24 * time.Hour / time.Duration(sp.events)
 	s.lg.f("S1: publishing %d events over %d distinct ids, %d days", sp.events, sp.ids, sp.days)
+	// One goroutine generates the next chunk (one random sequence, so
+	// the same events every run) while this one publishes the last.
+	chunks := make(chan []genEvent, 1)
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		defer close(chunks)
+		for done := 0; done < sp.events; {
+			events := make([]genEvent, min(fillChunk, sp.events-done))
+			for i := range events {
+				events[i] = g.next()
+			}
+			select {
+			case chunks <- events:
+			case <-gctx.Done():
+				return
+			}
+			done += len(events)
+		}
+	}()
 	var bytes int64
 	var took time.Duration
-	for done := 0; done < sp.events; {
-		n := min(fillChunk, sp.events-done)
-		events := make([]genEvent, n)
-		for i := range events {
-			events[i] = g.next()
-			if events[i].Mutating {
+	for events := range chunks {
+		for _, e := range events {
+			if e.Mutating {
 				sc.Mutating++
 			}
 		}
@@ -293,7 +310,10 @@ func (s *session) scalePublish(ctx context.Context) (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
-		bytes, took, done, s.mainLast = bytes+pr.bytes, took+pr.elapsed, done+n, pr.lastSeq
+		bytes, took, s.mainLast = bytes+pr.bytes, took+pr.elapsed, pr.lastSeq
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
 	}
 	sc.MeanEventBytes = float64(bytes) / float64(sp.events)
 	sc.PublishPerSec = float64(sp.events) / took.Seconds()
