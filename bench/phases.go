@@ -287,7 +287,12 @@ func (s *session) purge(ctx context.Context) error {
 // person, as the API does, and waits until the ingester has queued the
 // requests.
 func (s *session) queueDeletions(ctx context.Context, ids []uint64) error {
-	g := newGenerator(s.o.seed+9+uint64(len(ids)), 1)
+	if len(ids) == 0 {
+		return nil
+	}
+	// Seeded by the batch's first person: two batches' commands never
+	// share a uuid (the stream would drop the second as a duplicate).
+	g := newGenerator(s.o.seed+9+ids[0], 1)
 	events := make([]genEvent, len(ids))
 	for i, id := range ids {
 		props, err := json.Marshal(map[string]any{event.PropPersonID: id, event.PropDeleteEvents: true,
@@ -317,7 +322,10 @@ func (s *session) queueDeletions(ctx context.Context, ids []uint64) error {
 // the runner's own log (debug: each step's time) goes next to the
 // results, to tell where a purge's time goes.
 func (s *session) measurePurge(ctx context.Context, ids []uint64) (Purge, error) {
-	logFile, err := os.OpenFile(s.profile("purge-runner.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if s.purgeLog == "" {
+		s.purgeLog = s.profile("purge-runner.log")
+	}
+	logFile, err := os.OpenFile(s.purgeLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return Purge{}, err
 	}

@@ -46,6 +46,8 @@ type session struct {
 	// The scale run's plan and the end of its main events' span.
 	sp      scalePlan
 	scaleTo time.Time
+	// purgeLog is the deleter's debug log, every purge of the run in one.
+	purgeLog string
 }
 
 const benchDB = "bench"
