@@ -446,3 +446,51 @@ func TestLeaseFenceSlides(t *testing.T) {
 		t.Fatalf("cause %v", context.Cause(ctx))
 	}
 }
+
+// TestLeaseRenewalThatLanded: a renewal that timed out on the client but
+// reached the server leaves the key at a revision the holder did not
+// see. The next renewal is refused for its revision, finds its own value
+// and holds on; a key holding anyone else's value is still a lost lease.
+func TestLeaseRenewalThatLanded(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t, "")
+	const ttl = 2 * time.Second
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	l, err := acquireLease(ctx, n.JS, "landed", ttl, 1, testenv.FailureLog(t), cancel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.release()
+	// The renewal the client gave up on, as the server stored it.
+	rev, err := l.kv.Put(ctx, "landed", l.val)
+	if err != nil {
+		t.Fatal(err)
+	}
+	landed := time.Now()
+	time.Sleep(3 * ttl / 5)
+	if err := context.Cause(runCtx); err != nil {
+		t.Fatalf("lease given up after its own renewal landed: %v", err)
+	}
+	// Renewed since, from the revision it adopted.
+	lost, until := l.bound()
+	l.mu.Lock()
+	held := l.rev
+	l.mu.Unlock()
+	if lost || held <= rev || !until.After(landed.Add(ttl/2)) {
+		t.Fatalf("lost %v; holding revision %d (landed %d); writes allowed until %v, landed at %v",
+			lost, held, rev, until, landed)
+	}
+	// Another value at the key: lost, as before.
+	if _, err := l.kv.Put(ctx, "landed", []byte(`{"host":"usurper"}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-runCtx.Done():
+	case <-time.After(ttl):
+		t.Fatal("lease kept after another value took the key")
+	}
+	if !errors.Is(context.Cause(runCtx), errLeaseLost) {
+		t.Fatalf("cause %v, want errLeaseLost", context.Cause(runCtx))
+	}
+}
