@@ -59,3 +59,26 @@ func TestShortNumAndPowerLaw(t *testing.T) {
 		t.Errorf("a zero time: k = %g, want NaN", k)
 	}
 }
+
+// A replay that did not reach the end of the log is recorded, not
+// judged: its rate covers only what it committed.
+func TestScaleGoalsJudgeOnlyAFinishedReplay(t *testing.T) {
+	sc := &Scale{Ingest: Rate{PerSecond: 20000}, RawConsume: Rate{PerSecond: 60000},
+		Replay: &ScaleReplay{Messages: 60, Committed: 25, Rate: Rate{PerSecond: 47000}}}
+	s5 := func() Goal {
+		for _, g := range scaleGoals(sc) {
+			if g.ID == "S5" {
+				return g
+			}
+		}
+		t.Fatal("no S5 row")
+		return Goal{}
+	}
+	if g := s5(); g.Pass != nil {
+		t.Fatalf("an unfinished replay judged: %+v", g)
+	}
+	sc.Replay.Committed, sc.Replay.Finished = 60, true
+	if g := s5(); g.Pass == nil || !*g.Pass {
+		t.Fatalf("a finished replay at 2.35x not met: %+v", g)
+	}
+}

@@ -221,8 +221,10 @@ func (s *session) scale(ctx context.Context) error {
 }
 
 // scaleDisk checks the free space where the run keeps its data against
-// what it needs at its peak, during the replay: the stream (~480 B per
-// message) and two databases of ~160 B per event each. The stream's
+// what it needs at its peak, during the replay: the stream (~560 B per
+// message) and two databases of ~260 B per message each, parts not yet
+// merged, with a tenth more for the merges' new parts (the 10x run of
+// 2026-11-30 filled 57 GiB halfway through the replay). The stream's
 // messages are purged after the replay, which makes room for the purge's
 // two copies and the hand-tuned tables.
 func (s *session) scaleDisk() error {
@@ -233,7 +235,7 @@ func (s *session) scaleDisk() error {
 	}
 	events := uint64(sp.events) + uint64(sp.persons)
 	sc.DiskFreeBytes = st.Bavail * uint64(st.Bsize)
-	sc.DiskNeededBytes = events*480 + events*2*160
+	sc.DiskNeededBytes = events * (560 + 2*260) * 11 / 10
 	s.lg.f("disk: %.1f GiB free in %s, the run needs about %.1f GiB", gib(sc.DiskFreeBytes), s.tmp, gib(sc.DiskNeededBytes))
 	if sc.DiskFreeBytes < sc.DiskNeededBytes {
 		return fmt.Errorf("%.1f GiB free in %s, the run needs about %.1f GiB: set TMPDIR to a larger filesystem",

@@ -62,9 +62,13 @@ func (s *session) scalePlots() {
 
 // rateSeries is events/s against events committed, over windows of
 // about five seconds of samples, up to limit events.
+// rateSeries is the rate between samples (half a second apart) in
+// windows of about a sixtieth of the run, 5 s at least: a long run's
+// watermark moves once per grown batch, and shorter windows would draw
+// its commits, not its rate.
 func rateSeries(name string, pts []ScalePoint, limit uint64) plotSeries {
 	ps := plotSeries{name: name}
-	const span = 10 // samples, half a second apart
+	span := rateSpan(pts)
 	for i := span; i < len(pts); i += span {
 		a, b := pts[i-span], pts[i]
 		if a.Events >= limit || b.Seconds <= a.Seconds {
@@ -75,13 +79,20 @@ func rateSeries(name string, pts []ScalePoint, limit uint64) plotSeries {
 	return ps
 }
 
+func rateSpan(pts []ScalePoint) int { return max(10, len(pts)/60) }
+
+// windowSeconds names rateSeries' window in a title.
+func windowSeconds(pts []ScalePoint) string {
+	return fmt.Sprintf("%d-second windows", rateSpan(pts)/2)
+}
+
 func flat(name string, x0, x1, y float64) plotSeries {
 	return plotSeries{name: name, dashed: true, pts: [][2]float64{{x0, y}, {x1, y}}}
 }
 
 func s1Plot(sc *Scale) plot {
 	n := float64(sc.Events)
-	return plot{title: fmt.Sprintf("S1: ingest rate of %s pre-published events, 5-second windows", shortNum(n)),
+	return plot{title: fmt.Sprintf("S1: ingest rate of %s pre-published events, %s", shortNum(n), windowSeconds(sc.Progress)),
 		xLabel: "events committed", yLabel: "events/s",
 		series: []plotSeries{rateSeries("ingest", sc.Progress, uint64(sc.Events)),
 			flat("whole-run mean", 0, n, sc.Ingest.PerSecond),
@@ -142,7 +153,11 @@ func s4Plot(sc *Scale) plot {
 func s5Plot(sc *Scale) plot {
 	rp := sc.Replay
 	n := float64(rp.Messages)
-	return plot{title: fmt.Sprintf("S5: replay of the whole log (%s messages) into empty tables, 5-second windows", shortNum(n)),
+	title := fmt.Sprintf("S5: replay of the whole log (%s messages) into empty tables, %s", shortNum(n), windowSeconds(rp.Progress))
+	if !rp.Finished {
+		title = fmt.Sprintf("S5: replay stopped at %s of %s messages, %s", shortNum(float64(rp.Committed)), shortNum(n), windowSeconds(rp.Progress))
+	}
+	return plot{title: title,
 		xLabel: "messages committed", yLabel: "messages/s",
 		series: []plotSeries{rateSeries("replay", rp.Progress, rp.Messages),
 			flat("first ingest (S1), whole-run mean", 0, n, sc.Ingest.PerSecond),

@@ -33,7 +33,7 @@ func scaleGoals(sc *Scale) []Goal {
 	}
 	out = append(out, scaleListGoals(sc)...)
 	out = append(out, scaleAnalysisGoals(sc)...)
-	if rp := sc.Replay; rp != nil && rp.Rate.PerSecond > 0 && sc.Ingest.PerSecond > 0 {
+	if rp := sc.Replay; rp != nil && rp.Finished && rp.Rate.PerSecond > 0 && sc.Ingest.PerSecond > 0 {
 		x := ratio(rp.Rate.PerSecond, sc.Ingest.PerSecond)
 		out = append(out, goal("S5", fmt.Sprintf("replay of the whole log (%s messages) vs the first ingest", shortNum(float64(rp.Messages))), ">= 0.50x",
 			fmt.Sprintf("%.2fx (%.0f vs %.0f ev/s)", x, rp.Rate.PerSecond, sc.Ingest.PerSecond), x, x >= 0.5))
