@@ -391,7 +391,10 @@ func TestRetakenLeaseAfterAnotherFoldedExits(t *testing.T) {
 // the last one, and by then too when the lease is lost (the run's own
 // context, the fence's parent, ends at once then: lease.keep).
 func TestLeaseFenceSlides(t *testing.T) {
-	const ttl = 400 * time.Millisecond
+	// Renewals every ttl/5 against a fence at ttl/2: the margin (3/10 of
+	// the TTL) must outlast a sleep's overshoot on a loaded CI machine,
+	// which 120 ms at a TTL of 400 ms did not.
+	const ttl = 2 * time.Second
 	l := &lease{ttl: ttl, renewed: time.Now()}
 	ctx, cancel, err := l.fence(context.Background())
 	if err != nil {
