@@ -223,8 +223,8 @@ func (s *session) scale(ctx context.Context) error {
 // scaleDisk checks the free space where the run keeps its data against
 // what it needs at its peak, during the replay: the stream (~560 B per
 // message) and two databases of ~260 B per message each, parts not yet
-// merged, with a tenth more for the merges' new parts (the 10x run of
-// 2026-11-30 filled 57 GiB halfway through the replay). The stream's
+// merged, with a tenth more for the merges' new parts (a 10x run filled
+// 57 GiB halfway through its replay). The stream's
 // messages are purged after the replay, which makes room for the purge's
 // two copies and the hand-tuned tables.
 func (s *session) scaleDisk() error {

@@ -60,8 +60,6 @@ func (s *session) scalePlots() {
 	}
 }
 
-// rateSeries is events/s against events committed, over windows of
-// about five seconds of samples, up to limit events.
 // rateSeries is the rate between samples (half a second apart) in
 // windows of about a sixtieth of the run, 5 s at least: a long run's
 // watermark moves once per grown batch, and shorter windows would draw
