@@ -167,10 +167,19 @@ func (e *env) publishRaw(project uint64, ev string) uint64 {
 }
 
 // waitSeq waits until the ingester committed seq.
+//
+// It also waits for the API's own watch of the watermark to reach seq: the
+// lists keep pages and last seen times by the watermark the API has seen
+// (pkg/chstore/listmark.go), so a read made before the watch delivers the
+// new watermark may rightly answer from the state before seq. A watch
+// that missed the update catches up at its next resync (progress.Resync).
 func (e *env) waitSeq(seq uint64) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if got, _ := e.store.LastCommitted(context.Background(), ingest.DefaultConfig().Consumer); got >= seq {
+			if err := e.progress.Wait(context.Background(), e.projectA.ID, seq, time.Until(deadline)); err != nil {
+				return fmt.Errorf("the API's watch did not see %d: %w", seq, err)
+			}
 			return nil
 		}
 		time.Sleep(5 * time.Millisecond)
