@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -194,15 +195,18 @@ func (s *session) scale(ctx context.Context) error {
 	}
 	_ = s.ing.heapProfile(s.profile("ingester-scale.heap.pprof"))
 	s.lg.f("S2: ingester RSS peak %.0f MiB (reference %.0f MiB)", mib(sc.RSSPeakBytes), mib(sc.RSSRefPeakBytes))
+	s.checkpoint()
 	if err := s.scaleLists(ctx, list.ID); err != nil {
 		s.scaleErr("S3", err)
 	}
 	if err := s.scaleAnalysis(ctx); err != nil {
 		s.scaleErr("S4", err)
 	}
+	s.checkpoint()
 	if err := s.scaleReplay(ctx); err != nil {
 		s.scaleErr("S5", err)
 	}
+	s.checkpoint()
 	// The log has served the replay: its messages go, for the disk the
 	// copies below need (the stream's sequence goes on).
 	if st, err := s.n.js.Stream(ctx, stream.Events); err == nil {
@@ -213,11 +217,25 @@ func (s *session) scale(ctx context.Context) error {
 	if err := s.scaleDiskUse(ctx); err != nil {
 		s.scaleErr("S7", err)
 	}
+	s.checkpoint()
 	if err := s.scalePurges(ctx); err != nil {
 		s.scaleErr("S6", err)
 	}
 	s.scalePlots()
 	return ctx.Err()
+}
+
+// checkpoint writes the results so far where the run's results go (the
+// final write replaces them): a run of hours that is killed, not
+// interrupted, keeps the phases it finished.
+func (s *session) checkpoint() {
+	res := *s.res
+	res.Goals = scaleGoals(s.res.Scale)
+	res.Seconds = time.Since(s.lg.start).Seconds()
+	res.Notes = append(slices.Clone(s.res.Notes), "checkpoint: written while the run went on")
+	if _, err := writeJSON(s.o.out, &res); err != nil {
+		s.lg.f("checkpoint: %v", err)
+	}
 }
 
 // scaleDisk checks the free space where the run keeps its data against

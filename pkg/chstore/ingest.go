@@ -33,24 +33,76 @@ func (s *Store) LoadPersons(ctx context.Context, projectID uint64, ids []uint64)
 	if err != nil {
 		return nil, err
 	}
+	err = s.scanPersons(ctx, " AND id IN (SELECT key FROM keys)", projectID, func(r fold.PersonRow) { out[r.ID] = r })
+	return out, err
+}
+
+// LoadProject implements fold.ProjectLoader: it reads each table's
+// newest rows of the project in one pass, and stops, reporting false,
+// at the first row past limit (the rows handed out until then are
+// rows like any other).
+func (s *Store) LoadProject(ctx context.Context, projectID uint64, limit int, did func(fold.DistinctIDRow), person func(fold.PersonRow)) (bool, error) {
+	scans := []struct {
+		table string
+		read  func(ctx context.Context, keep func() bool) error
+	}{
+		{"distinct ids", func(ctx context.Context, keep func() bool) error {
+			return s.distinctIDs.LoadProject(ctx, projectID, func(r fold.DistinctIDRow) {
+				if keep() {
+					did(r)
+				}
+			})
+		}},
+		{"persons", func(ctx context.Context, keep func() bool) error {
+			return s.scanPersons(statement.Loader(ctx), "", projectID, func(r fold.PersonRow) {
+				if keep() {
+					person(r)
+				}
+			})
+		}},
+	}
+	for _, sc := range scans {
+		ctx, cancel := context.WithCancel(ctx)
+		n := 0
+		err := sc.read(ctx, func() bool {
+			if n++; limit > 0 && n > limit {
+				cancel() // ends the statement
+				return false
+			}
+			return true
+		})
+		cancel()
+		if limit > 0 && n > limit {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("read the project's %s: %w", sc.table, err)
+		}
+	}
+	return true, nil
+}
+
+// scanPersons calls fn with the newest row of each of the project's
+// persons that cond (an AND clause, "" for all) selects. The properties
+// stay as stored: the fold decodes them only for a person an event
+// changes (docs/architecture.md).
+func (s *Store) scanPersons(ctx context.Context, cond string, projectID uint64, fn func(fold.PersonRow)) error {
 	rows, err := s.conn.Query(ctx, `SELECT id, uuid, properties, property_times, distinct_ids, created_at, is_identified, is_deleted, version
-		FROM persons FINAL WHERE project_id = ? AND id IN (SELECT key FROM keys)`, projectID)
+		FROM persons FINAL WHERE project_id = ?`+cond, projectID)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		// The properties stay as stored: the fold decodes them only for
-		// a person an event changes (docs/architecture.md).
 		r := fold.PersonRow{ProjectID: projectID}
 		var ident, del uint8
 		if err := rows.Scan(&r.ID, &r.UUID, &r.PropertiesJSON, &r.PropertyTimes, &r.DistinctIDs, &r.CreatedAt, &ident, &del, &r.Version); err != nil {
-			return nil, err
+			return err
 		}
 		r.IsIdentified, r.IsDeleted = ident == 1, del == 1
-		out[r.ID] = r
+		fn(r)
 	}
-	return out, rows.Err()
+	return rows.Err()
 }
 
 // BatchMarker is the commit record of one ingester batch.
@@ -422,3 +474,5 @@ func encodeProps(buf []byte, p fold.PersonRow) (string, []string, []string, []by
 	}
 	return raw, keys, values, buf, nil
 }
+
+var _ fold.ProjectLoader = (*Store)(nil)

@@ -79,6 +79,12 @@ type Folder struct {
 	// MaxCached bounds the number of clean persons kept after a Flush;
 	// zero means no bound.
 	MaxCached int
+	// DenseMisses is the misses of one project's distinct ids in one step
+	// that make the Folder read the project whole (whole.go); zero means
+	// DefaultDenseMisses, a negative value never.
+	DenseMisses int
+	whole       wholeProjects
+	wholeLoads  int
 	// MaxPersonBytes bounds a person's properties (JSON bytes); changes
 	// beyond it are refused with a warning (limits.go). Zero means no
 	// bound. Part of the fold's rules: a replay must use the same value.
@@ -96,7 +102,8 @@ type Folder struct {
 
 // New returns an empty Folder reading misses through loader.
 func New(loader Loader) *Folder {
-	return &Folder{loader: loader, persons: map[personKey]*personState{}, dids: map[didKey]*didState{}, absent: map[personKey]bool{}, hidden: newHiddenRows()}
+	return &Folder{loader: loader, persons: map[personKey]*personState{}, dids: map[didKey]*didState{}, absent: map[personKey]bool{}, hidden: newHiddenRows(),
+		whole: newWholeProjects()}
 }
 
 // Reset drops all cached state, for example after a failed flush, so the
@@ -106,6 +113,7 @@ func (f *Folder) Reset() {
 	f.persons = map[personKey]*personState{}
 	f.dids = map[didKey]*didState{}
 	f.absent = map[personKey]bool{}
+	f.whole = newWholeProjects()
 	f.changedPersons, f.changedDIDs, f.decoded, f.broken = nil, nil, nil, nil
 	f.warnings, f.activity, f.deletions, f.members = nil, nil, nil, nil
 	f.eventDeletions = nil
@@ -173,6 +181,9 @@ func (f *Folder) Prepare(ctx context.Context, inputs []Input) error {
 		}
 	}
 	for project, list := range missing {
+		if err := f.maybeLoadWhole(ctx, project, len(list)); err != nil {
+			return err
+		}
 		if err := f.loadDistinctIDs(ctx, project, list); err != nil {
 			return err
 		}
@@ -286,9 +297,12 @@ func (f *Folder) loadMissingDIDs(ctx context.Context, project uint64, ids []stri
 
 func (f *Folder) loadDistinctIDs(ctx context.Context, project uint64, ids []string) error {
 	ids = uniqueStrings(ids)
-	rows, err := f.loader.LoadDistinctIDs(ctx, project, ids)
-	if err != nil {
-		return fmt.Errorf("load distinct ids: %w", err)
+	var rows map[string]DistinctIDRow
+	if !f.heldWhole(project) { // else an id not cached is not stored
+		var err error
+		if rows, err = f.loader.LoadDistinctIDs(ctx, project, ids); err != nil {
+			return fmt.Errorf("load distinct ids: %w", err)
+		}
 	}
 	for _, id := range ids {
 		k := didKey{project, id}
@@ -317,9 +331,12 @@ func (f *Folder) loadPersons(ctx context.Context, project uint64, ids []uint64) 
 	if len(missing) == 0 {
 		return nil
 	}
-	rows, err := f.loader.LoadPersons(ctx, project, missing)
-	if err != nil {
-		return fmt.Errorf("load persons: %w", err)
+	var rows map[uint64]PersonRow
+	if !f.heldWhole(project) { // else a person not cached is not stored
+		var err error
+		if rows, err = f.loader.LoadPersons(ctx, project, missing); err != nil {
+			return fmt.Errorf("load persons: %w", err)
+		}
 	}
 	for _, id := range missing {
 		if r, ok := rows[id]; ok {
@@ -421,8 +438,11 @@ func (f *Folder) evict() {
 		return
 	}
 	f.epoch++
-	evictOldest(f.persons, f.MaxCached/2, func(p *personState) (uint64, bool) { return p.used, !p.dirty }, func(p *personState) { p.gone = true })
-	evictOldest(f.dids, f.MaxCached/2, func(d *didState) (uint64, bool) { return d.used, !d.dirty }, func(*didState) {})
+	evictOldest(f.persons, f.MaxCached/2, func(p *personState) (uint64, bool) { return p.used, !p.dirty }, func(p *personState) {
+		p.gone = true
+		f.lostWhole(p.row.ProjectID)
+	})
+	evictOldest(f.dids, f.MaxCached/2, func(d *didState) (uint64, bool) { return d.used, !d.dirty }, func(d *didState) { f.lostWhole(d.row.ProjectID) })
 	// A kept distinct id must not keep an evicted person in memory.
 	for _, d := range f.dids {
 		if d.owner != nil && d.owner.gone {

@@ -24,6 +24,8 @@ type memStore struct {
 	// person_distinct_id_overrides (DistinctIDRow.Overridden).
 	overrides map[didKey]DistinctIDRow
 	loads     int
+	// projectLoads counts the projects read whole (LoadProject).
+	projectLoads int
 	// warnings are all the warnings written, in order.
 	warnings []Warning
 }
@@ -73,6 +75,37 @@ func (m *memStore) LoadPersons(_ context.Context, project uint64, ids []uint64) 
 		}
 	}
 	return out, nil
+}
+
+// LoadProject implements ProjectLoader: rows are counted by project, as
+// the store counts them, and handed out in no particular order.
+func (m *memStore) LoadProject(_ context.Context, project uint64, limit int, did func(DistinctIDRow), person func(PersonRow)) (bool, error) {
+	var dids []DistinctIDRow
+	for k, r := range m.dids {
+		if k.project == project {
+			dids = append(dids, r)
+		}
+	}
+	var persons []PersonRow
+	for k, r := range m.persons {
+		if k.project == project {
+			r.Properties = copyProps(r.Properties)
+			r.DistinctIDs = append([]string(nil), r.DistinctIDs...)
+			persons = append(persons, r)
+		}
+	}
+	if limit > 0 && (len(dids) > limit || len(persons) > limit) {
+		return false, nil
+	}
+	m.projectLoads++
+	wholeReads++
+	for _, r := range dids {
+		did(r)
+	}
+	for _, r := range persons {
+		person(r)
+	}
+	return true, nil
 }
 
 func copyProps(p map[string]any) map[string]any {
@@ -171,11 +204,18 @@ func run(t testing.TB, events []string, batchSize int) *memStore {
 
 func runInto(t testing.TB, f *Folder, store *memStore, events []string, firstSeq, batchSize int, redelivered bool) {
 	t.Helper()
+	runProject(t, f, store, 1, events, firstSeq, batchSize, redelivered)
+}
+
+// runProject folds events of project in batches of batchSize, the first
+// at sequence firstSeq, into f and store.
+func runProject(t testing.TB, f *Folder, store *memStore, project uint64, events []string, firstSeq, batchSize int, redelivered bool) {
+	t.Helper()
 	ctx := context.Background()
 	var batch []Input
 	for i, js := range events {
 		seq := firstSeq + i
-		batch = append(batch, Input{ProjectID: 1, Seq: uint64(seq), Event: ev(t, seq, js), Redelivered: redelivered})
+		batch = append(batch, Input{ProjectID: project, Seq: uint64(seq), Event: ev(t, seq, js), Redelivered: redelivered})
 		if len(batch) == batchSize || i == len(events)-1 {
 			if err := f.Prepare(ctx, batch); err != nil {
 				t.Fatal(err)

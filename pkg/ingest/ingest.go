@@ -52,6 +52,10 @@ type Config struct {
 	BatchWait time.Duration
 	// MaxCachedPersons bounds the persons held in memory between batches.
 	MaxCachedPersons int
+	// DenseMisses is the misses of one project's distinct ids in one
+	// step that make the fold read the project whole (fold.DenseMisses;
+	// zero: fold.DefaultDenseMisses, negative: never).
+	DenseMisses int
 	// StallWait is how long the ingester waits for the next message when
 	// the last one said the stream holds more for the consumer
 	// (NumPending > 0). Past it, messages in flight were lost in the
@@ -175,7 +179,9 @@ type Ingester struct {
 	log      *slog.Logger
 	metrics  *metrics
 	folder   *fold.Folder
-	intents  intents
+	// wholeSeen is the folder's whole project reads already counted.
+	wholeSeen int
+	intents   intents
 	// inherit: the consumer whose commit a partition starts from when it
 	// has none of its own (partition.go); lease: this consumer's.
 	inherit string
@@ -239,6 +245,7 @@ func New(cfg Config, js jetstream.JetStream, store Store, logger *slog.Logger, r
 	}
 	f := fold.New(store)
 	f.MaxCached = cfg.MaxCachedPersons
+	f.DenseMisses = cfg.DenseMisses
 	f.MaxPersonBytes = cfg.MaxPersonBytes
 	base := cfg.Consumer
 	cfg.Consumer = stream.ConsumerName(base, cfg.Partition, cfg.Streams.Partitions)
@@ -734,7 +741,7 @@ func (i *Ingester) foldUpTo(ctx context.Context, batch []*pending) (chunk, error
 		// (Prepare) are spared too.
 		inputs, cut = inputs[:laneCutEvery], inputs[laneCutEvery-1].Seq
 	}
-	if err := i.folder.Prepare(ctx, inputs); err != nil {
+	if err := i.prepare(ctx, inputs); err != nil {
 		return chunk{}, err
 	}
 	events := make([]eventstore.Row, 0, len(inputs))
@@ -871,4 +878,15 @@ func eventRow(in *fold.Input, res fold.Resolved) eventstore.Row {
 		PersonID: res.PersonID, PersonUUID: res.PersonUUID, Timestamp: ev.Timestamp,
 		Properties: ev.StoredProperties(), Seq: in.Own(),
 	}
+}
+
+// prepare runs the folder's Prepare and counts the projects it read
+// whole (fold/whole.go).
+func (i *Ingester) prepare(ctx context.Context, inputs []fold.Input) error {
+	err := i.folder.Prepare(ctx, inputs)
+	if n := i.folder.WholeLoads(); n > i.wholeSeen {
+		i.metrics.wholeReads.Add(float64(n - i.wholeSeen))
+		i.wholeSeen = n
+	}
+	return err
 }

@@ -356,7 +356,7 @@ func (i *Ingester) prepareLane(ctx context.Context, msgs []laneMsg, last uint64,
 	for j, k := range at {
 		prep[j] = ins[k]
 	}
-	if err := i.folder.Prepare(ctx, prep); err != nil {
+	if err := i.prepare(ctx, prep); err != nil {
 		return err
 	}
 	for j, k := range at {

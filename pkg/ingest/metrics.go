@@ -3,9 +3,9 @@ package ingest
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	events, batches, personRows, distinctIDRows, warnings, deadLettered, failures, gaps, eventLookups, eventsWritten, orderRepairs, leaseLosses, laneRecordsRead, laneCuts prometheus.Counter
-	batchSize, foldSeconds, flushSeconds, laneVisible                                                                                                                      prometheus.Histogram
-	lag, committed, laneCommands                                                                                                                                           prometheus.Gauge
+	events, batches, personRows, distinctIDRows, warnings, deadLettered, failures, gaps, eventLookups, eventsWritten, orderRepairs, wholeReads, leaseLosses, laneRecordsRead, laneCuts prometheus.Counter
+	batchSize, foldSeconds, flushSeconds, laneVisible                                                                                                                                  prometheus.Histogram
+	lag, committed, laneCommands                                                                                                                                                       prometheus.Gauge
 	// grownEnds: grown batches committed, by what ended them (grow.go).
 	grownEnds *prometheus.CounterVec
 }
@@ -43,6 +43,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		eventLookups:    counter("event_lookups_total", "Batches whose events were looked up before writing, as they may overlap rows of an uncommitted write (after a start or a failed write)."),
 		eventsWritten:   counter("events_already_written_total", "Events of such batches found already written and left out."),
 		orderRepairs:    counter("order_repairs_total", "person_order repairs run after a start or a failed write found rows above the commit point (stale keys of a crashed attempt tombstoned)."),
+		wholeReads:      counter("whole_project_reads_total", "Projects the fold read whole because one step missed many of their distinct ids (a cold cache: a start, a refold, a replay, an eviction); their steps then read nothing by key."),
 		laneRecordsRead: counter("lane_records_read_total", "Write lane records read at a start (or a retry), from the start point kept with the commit."),
 		laneCuts:        counter("lane_cuts_total", "Batches whose fold stopped early for a write lane command: the part folded was committed with the command, the rest went on with the next batch."),
 		batchSize:       hist("batch_messages", "Messages per batch.", prometheus.ExponentialBuckets(1, 4, 10)),

@@ -68,22 +68,35 @@ func (s *Store) Load(ctx context.Context, projectID uint64, ids []string) (map[s
 	if err != nil {
 		return nil, err
 	}
+	err = s.scan(ctx, " AND distinct_id IN (SELECT key FROM keys)", projectID, func(r fold.DistinctIDRow) { out[r.DistinctID] = r })
+	return out, err
+}
+
+// LoadProject calls fn with every row of the project (the fold's read of
+// a whole project, fold.ProjectLoader), read at the loader's priority.
+func (s *Store) LoadProject(ctx context.Context, projectID uint64, fn func(fold.DistinctIDRow)) error {
+	return s.scan(statement.Loader(ctx), "", projectID, fn)
+}
+
+// scan calls fn with the newest row of each of the project's ids that
+// cond (an AND clause, "" for all) selects.
+func (s *Store) scan(ctx context.Context, cond string, projectID uint64, fn func(fold.DistinctIDRow)) error {
 	rows, err := s.conn.Query(ctx, `SELECT distinct_id, person_id, is_deleted, version, prev_person_id, prev_is_deleted, prev_version, first_seq
-		FROM person_distinct_ids FINAL WHERE project_id = ? AND distinct_id IN (SELECT key FROM keys)`, projectID)
+		FROM person_distinct_ids FINAL WHERE project_id = ?`+cond, projectID)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		r := fold.DistinctIDRow{ProjectID: projectID}
 		var del, prevDel uint8
 		if err := rows.Scan(&r.DistinctID, &r.PersonID, &del, &r.Version, &r.Prev.PersonID, &prevDel, &r.Prev.Version, &r.FirstSeq); err != nil {
-			return nil, err
+			return err
 		}
 		r.IsDeleted, r.Prev.IsDeleted = del == 1, prevDel == 1
-		out[r.DistinctID] = r
+		fn(r)
 	}
-	return out, rows.Err()
+	return rows.Err()
 }
 
 // Write appends the rows.
