@@ -48,6 +48,7 @@ func childMain(args []string) error {
 	fs.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "ingest BatchSize")
 	fs.DurationVar(&cfg.BatchWait, "batch-wait", cfg.BatchWait, "ingest BatchWait")
 	fs.IntVar(&cfg.MaxCachedPersons, "max-cached-persons", cfg.MaxCachedPersons, "ingest MaxCachedPersons")
+	fs.IntVar(&cfg.DenseMisses, "dense-misses", cfg.DenseMisses, "ingest DenseMisses")
 	fs.BoolVar(&cfg.WriteLane, "write-lane", cfg.WriteLane, "ingest WriteLane")
 	fs.DurationVar(&cfg.GrowFor, "grow-for", cfg.GrowFor, "ingest GrowFor")
 	fs.IntVar(&cfg.GrowPersons, "grow-persons", cfg.GrowPersons, "ingest GrowPersons")
@@ -122,7 +123,7 @@ type childProc struct {
 func startIngester(natsURL, chAddr, db, logPath string, cfg ingest.Config) (*childProc, error) {
 	return startChild("ingester", childCommand, "-nats-url", natsURL, "-clickhouse-addr", chAddr, "-database", db,
 		"-log", logPath, "-consumer", cfg.Consumer, "-batch-size", strconv.Itoa(cfg.BatchSize), "-batch-wait", cfg.BatchWait.String(),
-		"-max-cached-persons", strconv.Itoa(cfg.MaxCachedPersons), "-write-lane="+strconv.FormatBool(cfg.WriteLane),
+		"-max-cached-persons", strconv.Itoa(cfg.MaxCachedPersons), "-dense-misses", strconv.Itoa(cfg.DenseMisses), "-write-lane="+strconv.FormatBool(cfg.WriteLane),
 		"-grow-for", cfg.GrowFor.String(), "-grow-persons", strconv.Itoa(cfg.GrowPersons))
 }
 

@@ -64,24 +64,25 @@ func planFor(quick bool) plan {
 }
 
 type options struct {
-	quick      bool
-	out        string
-	seed       uint64
-	soak       time.Duration
-	soakRate   int
-	rssCeiling int64
-	keep       bool
-	only       string // "": every phase; "g1": raw consume and ingest only; "g10": ingest and fill, then the analysis alone; "g5": then the reads and the list's growth; "g7": then the purge; "g9": the transformations alone
-	purgeRuns  int    // the purge repeated on fresh copies (the first is the target's row)
-	g5fSizes   string // comma-separated persons, overriding the plan's sizes for the list's growth
-	writeLane  bool   // the ingester's -write-lane
-	growFor    time.Duration
-	growPers   int
-	maxCached  int
-	batchSize  int
-	g6Load     int // PATCHes while ingesting, overriding the plan's
-	scale      int // the ten-times run (S1-S7) at this factor of the full run's size, alone
-	replot     string
+	quick       bool
+	out         string
+	seed        uint64
+	soak        time.Duration
+	soakRate    int
+	rssCeiling  int64
+	keep        bool
+	only        string // "": every phase; "g1": raw consume and ingest only; "g10": ingest and fill, then the analysis alone; "g5": then the reads and the list's growth; "g7": then the purge; "g9": the transformations alone
+	purgeRuns   int    // the purge repeated on fresh copies (the first is the target's row)
+	g5fSizes    string // comma-separated persons, overriding the plan's sizes for the list's growth
+	writeLane   bool   // the ingester's -write-lane
+	growFor     time.Duration
+	growPers    int
+	maxCached   int
+	denseMisses int
+	batchSize   int
+	g6Load      int // PATCHes while ingesting, overriding the plan's
+	scale       int // the ten-times run (S1-S7) at this factor of the full run's size, alone
+	replot      string
 }
 
 func main() {
@@ -116,6 +117,7 @@ func main() {
 	fs.IntVar(&o.growPers, "grow-persons", ingest.DefaultConfig().GrowPersons, "the ingester's -grow-persons (its default)")
 	fs.IntVar(&o.batchSize, "batch-size", ingest.DefaultConfig().BatchSize, "the ingester's -batch-size (its default): the messages of one fold step, each step loading its persons' misses")
 	fs.IntVar(&o.maxCached, "max-cached-persons", ingest.DefaultConfig().MaxCachedPersons, "the ingester's -max-cached-persons (its default)")
+	fs.IntVar(&o.denseMisses, "dense-misses", ingest.DefaultConfig().DenseMisses, "the ingester's -dense-misses (its default; -1: never read a project whole, for A/B runs)")
 	fs.StringVar(&o.out, "out", "bench/results", "folder for the JSON results and profiles")
 	fs.Uint64Var(&o.seed, "seed", 42, "dataset seed")
 	fs.DurationVar(&o.soak, "soak", -1, "soak duration (default 10m in full mode, none in quick mode; 0 skips)")
@@ -233,6 +235,7 @@ func run(ctx context.Context, o options) error {
 	s.sp = scalePlanFor(o.scale, o.quick)
 	s.cfg.WriteLane = o.writeLane
 	s.cfg.GrowFor, s.cfg.GrowPersons, s.cfg.MaxCachedPersons, s.cfg.BatchSize = o.growFor, o.growPers, o.maxCached, o.batchSize
+	s.cfg.DenseMisses = o.denseMisses
 	res.Ingester = s.cfg
 	err = s.run(ctx)
 	s.close()

@@ -138,7 +138,7 @@ func (c Config) Validate() error {
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{Consumer: "ingester", BatchSize: 20000, BatchWait: 200 * time.Millisecond, MaxCachedPersons: 500_000,
+	return Config{Consumer: "ingester", BatchSize: 20000, BatchWait: 200 * time.Millisecond, MaxCachedPersons: 500_000, DenseMisses: fold.DefaultDenseMisses,
 		StallWait:      10 * time.Second,
 		MaxPersonBytes: fold.DefaultMaxPersonBytes, ShutdownGrace: 10 * time.Second, LeaseTTL: 10 * time.Second,
 		WriteLane: true, GrowFor: 30 * time.Second, GrowPersons: 200_000}
