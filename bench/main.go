@@ -79,10 +79,12 @@ type options struct {
 	growPers    int
 	maxCached   int
 	denseMisses int
-	batchSize   int
-	g6Load      int // PATCHes while ingesting, overriding the plan's
-	scale       int // the ten-times run (S1-S7) at this factor of the full run's size, alone
-	replot      string
+	// streamCompression is the events stream's (stream.Config.Compression).
+	streamCompression string
+	batchSize         int
+	g6Load            int // PATCHes while ingesting, overriding the plan's
+	scale             int // the ten-times run (S1-S7) at this factor of the full run's size, alone
+	replot            string
 }
 
 func main() {
@@ -117,6 +119,7 @@ func main() {
 	fs.IntVar(&o.growPers, "grow-persons", ingest.DefaultConfig().GrowPersons, "the ingester's -grow-persons (its default)")
 	fs.IntVar(&o.batchSize, "batch-size", ingest.DefaultConfig().BatchSize, "the ingester's -batch-size (its default): the messages of one fold step, each step loading its persons' misses")
 	fs.IntVar(&o.maxCached, "max-cached-persons", ingest.DefaultConfig().MaxCachedPersons, "the ingester's -max-cached-persons (its default)")
+	fs.StringVar(&o.streamCompression, "stream-compression", "none", "the events stream's compression (the ingester's -stream-compression): s2 or none")
 	fs.IntVar(&o.denseMisses, "dense-misses", ingest.DefaultConfig().DenseMisses, "the ingester's -dense-misses (its default; -1: never read a project whole, for A/B runs)")
 	fs.StringVar(&o.out, "out", "bench/results", "folder for the JSON results and profiles")
 	fs.Uint64Var(&o.seed, "seed", 42, "dataset seed")
@@ -236,6 +239,10 @@ func run(ctx context.Context, o options) error {
 	s.cfg.WriteLane = o.writeLane
 	s.cfg.GrowFor, s.cfg.GrowPersons, s.cfg.MaxCachedPersons, s.cfg.BatchSize = o.growFor, o.growPers, o.maxCached, o.batchSize
 	s.cfg.DenseMisses = o.denseMisses
+	s.cfg.Streams.Compression = o.streamCompression
+	if err := s.cfg.Streams.Validate(); err != nil {
+		return err
+	}
 	res.Ingester = s.cfg
 	err = s.run(ctx)
 	s.close()

@@ -170,7 +170,7 @@ func (s *session) run(ctx context.Context) error {
 }
 
 func (s *session) setup(ctx context.Context) error {
-	if err := stream.Ensure(ctx, s.n.js, stream.Config{}); err != nil {
+	if err := stream.Ensure(ctx, s.n.js, stream.Config{Compression: s.cfg.Streams.Compression}); err != nil {
 		return err
 	}
 	cp, err := controlplane.Open(ctx, s.n.js, s.log)

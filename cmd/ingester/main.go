@@ -238,6 +238,7 @@ func bindStreams(fs *flag.FlagSet, c *stream.Config, env *appconfig.EnvReader) {
 	fs.IntVar(&c.Replicas, "stream-replicas", env.Int("INGESTER_STREAM_REPLICAS", 1), "replicas of the streams and the progress bucket, when created (env INGESTER_STREAM_REPLICAS)")
 	fs.DurationVar(&c.DuplicateWindow, "stream-duplicate-window", env.Duration("INGESTER_STREAM_DUPLICATE_WINDOW", 10*time.Minute), "Nats-Msg-Id dedupe window of the events stream, when created (env INGESTER_STREAM_DUPLICATE_WINDOW)")
 	fs.Int64Var(&c.MaxBytes, "stream-max-bytes", int64(env.Int("INGESTER_STREAM_MAX_BYTES", 0)), "byte limit of the events stream, when created; a full stream refuses publishes; 0: no limit (env INGESTER_STREAM_MAX_BYTES)")
+	fs.StringVar(&c.Compression, "stream-compression", appconfig.Env("INGESTER_STREAM_COMPRESSION", "none"), "compression of the events stream's file store, when created: s2 or none; an existing stream keeps its own (env INGESTER_STREAM_COMPRESSION)")
 	fs.IntVar(&c.Partitions, "partitions", env.Int("INGEST_PARTITIONS", 1), "partitions of the events stream by project, one consumer each; every ingester, api and deleter must be given the same (env INGEST_PARTITIONS)")
 	fs.DurationVar(&c.DeadLetterMaxAge, "dlq-max-age", env.Duration("INGESTER_DLQ_MAX_AGE", 30*24*time.Hour), "how long dead letters are kept, when the dead-letter stream is created (env INGESTER_DLQ_MAX_AGE)")
 }

@@ -98,6 +98,11 @@ type Config struct {
 	// without partitions gains the transform (an upgrade in place); one
 	// with another count is refused.
 	Partitions int
+	// Compression of the events stream's file store, when created:
+	// "s2" (JetStream's S2 compression of its message blocks) or "none"
+	// ("" is none). The events' JSON compresses about 2x; the server pays
+	// with CPU when it writes and reads a block.
+	Compression string
 	// Logger, when set, hears about subjects added to existing streams.
 	Logger *slog.Logger
 }
@@ -115,6 +120,8 @@ func (c Config) Validate() error {
 		return errors.New("dead-letter max age must not be negative")
 	case c.Partitions < 0 || c.Partitions > MaxPartitions:
 		return fmt.Errorf("partitions %d out of range 1..%d", c.Partitions, MaxPartitions)
+	case c.Compression != "" && c.Compression != "none" && c.Compression != "s2":
+		return fmt.Errorf("stream compression %q: want s2 or none", c.Compression)
 	}
 	return nil
 }
@@ -153,6 +160,9 @@ func (c Config) Configs() (events, deadLetter jetstream.StreamConfig) {
 	if c.MaxBytes > 0 {
 		events.MaxBytes = c.MaxBytes
 		events.Discard = jetstream.DiscardNew
+	}
+	if c.Compression == "s2" {
+		events.Compression = jetstream.S2Compression
 	}
 	deadLetter = jetstream.StreamConfig{
 		Name:        DeadLetter,
