@@ -108,7 +108,7 @@ func s2Plot(sc *Scale) plot {
 	ref := mib(sc.RSSRefPeakBytes)
 	return plot{title: fmt.Sprintf("S2: ingester RSS over the ingest and the list's fill to %s persons", shortNum(float64(sc.ListPersons))),
 		xLabel: "events committed (main events, then the fill)", yLabel: "MiB",
-		series: []plotSeries{ps, flat(fmt.Sprintf("peak at %s persons", shortNum(float64(sc.RefPersons))), 0, end, ref),
+		series: []plotSeries{ps, flat(fmt.Sprintf("peak at %s persons", shortNum(float64(sc.s2Ref()))), 0, end, ref),
 			flat("target: 1.1x that peak", 0, end, 1.1*ref)}}
 }
 

@@ -26,7 +26,7 @@ func scaleGoals(sc *Scale) []Goal {
 	}
 	if sc.RSSPeakBytes > 0 && sc.RSSRefPeakBytes > 0 {
 		x := ratio(float64(sc.RSSPeakBytes), float64(sc.RSSRefPeakBytes))
-		out = append(out, goal("S2", fmt.Sprintf("ingester RSS peak vs its peak at %s persons (cache %s)", shortNum(float64(sc.RefPersons)), shortNum(float64(sc.MaxCachedPersons))), "<= 1.10x",
+		out = append(out, goal("S2", fmt.Sprintf("ingester RSS peak vs its peak at %s persons (cache %s)", shortNum(float64(sc.s2Ref())), shortNum(float64(sc.MaxCachedPersons))), "<= 1.10x",
 			fmt.Sprintf("%.2fx (%.0f vs %.0f MiB; %.0f heap B per cached person)", x, mib(sc.RSSPeakBytes), mib(sc.RSSRefPeakBytes), sc.BytesPerCachedPerso), x, x <= 1.1))
 	} else {
 		out = append(out, notMeasured("S2", "ingester RSS peak", "<= 1.10x", scaleWhy(sc, "S2")))
