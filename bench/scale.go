@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -69,6 +70,10 @@ type Scale struct {
 	DiskNeededBytes uint64  `json:"disk_needed_bytes"`
 	MeanEventBytes  float64 `json:"mean_event_bytes"`
 	PublishPerSec   float64 `json:"publish_per_second"`
+	// The stream's messages and its store's bytes on disk after the
+	// replay (S7's log: per message, as compressed).
+	StreamMessages  uint64 `json:"stream_messages,omitempty"`
+	StreamDiskBytes uint64 `json:"stream_disk_bytes,omitempty"`
 
 	// S1
 	RawConsume      Rate         `json:"raw_consume_ack_each"`
@@ -79,6 +84,8 @@ type Scale struct {
 	ClickHouseCPUUS float64      `json:"clickhouse_cpu_us_per_event"`
 	Progress        []ScalePoint `json:"ingest_progress"`
 	FillRate        Rate         `json:"list_fill"`
+
+	ColdRestart *ScaleCold `json:"cold_restart,omitempty"`
 
 	// S2
 	MaxCachedPersons int   `json:"max_cached_persons"`
@@ -198,16 +205,26 @@ func (s *session) scale(ctx context.Context) error {
 		_ = s.ing.stopCPUProfile()
 		return fmt.Errorf("S1 ingest: %w", err)
 	}
+	sc.Progress = samp.stop()
+	_, peak := procRSS(s.ing.pid)
+	if err := s.scaleColdRestart(ctx); err != nil {
+		s.scaleErr("S1 cold restart", err)
+		if s.ing == nil {
+			return err
+		}
+	}
 	// The list project to its full size, the same ingester (S2's peak
-	// covers it).
+	// covers it, and the first ingester's).
+	samp = s.sampleIngest(s.watcher.Seq())
 	start := time.Now()
 	if _, err := s.fillProject(ctx, list.ID, g, sc.S2RefPersons, sp.persons); err != nil {
 		samp.stop()
 		return fmt.Errorf("filling the list project: %w", err)
 	}
 	sc.FillRate = rate(sp.persons-sc.S2RefPersons, time.Since(start))
-	sc.Progress = samp.stop()
+	sc.Progress = appendSamples(sc.Progress, samp.stop())
 	_, sc.RSSPeakBytes = procRSS(s.ing.pid)
+	sc.RSSPeakBytes = max(sc.RSSPeakBytes, peak)
 	sc.HeapEndBytes = s.ing.metric("go_memstats_heap_inuse_bytes")
 	if cached := min(sp.persons, s.cfg.MaxCachedPersons); cached > 0 {
 		sc.BytesPerCachedPerso = (sc.HeapEndBytes - sc.HeapStartBytes) / float64(cached)
@@ -227,8 +244,14 @@ func (s *session) scale(ctx context.Context) error {
 	}
 	s.checkpoint()
 	// The log has served the replay: its messages go, for the disk the
-	// copies below need (the stream's sequence goes on).
+	// copies below need (the stream's sequence goes on). Its size on disk
+	// first: the log's bytes per message, as compressed (S7).
 	if st, err := s.n.js.Stream(ctx, stream.Events); err == nil {
+		if info, err := st.Info(ctx); err == nil {
+			sc.StreamMessages, sc.StreamDiskBytes = info.State.Msgs, dirBytes(filepath.Join(s.tmp, "nats"))
+			s.lg.f("the log: %d messages, %.1f GiB on disk (%.0f B/message, compression %s)", sc.StreamMessages,
+				gib(sc.StreamDiskBytes), float64(sc.StreamDiskBytes)/float64(max(sc.StreamMessages, 1)), s.cfg.Streams.Compression)
+		}
 		if err := st.Purge(ctx); err != nil {
 			s.lg.f("purging the stream: %v", err)
 		}
@@ -259,9 +282,10 @@ func (s *session) checkpoint() {
 
 // scaleDisk checks the free space where the run keeps its data against
 // what it needs at its peak, during the replay: the stream (~560 B per
-// message) and two databases of ~260 B per message each, parts not yet
-// merged, with a tenth more for the merges' new parts (a 10x run filled
-// 57 GiB halfway through its replay). The stream's
+// message; ~160 with S2 compression, 153 in a quick run) and two
+// databases of ~260 B per message each, parts not yet merged, with a
+// tenth more for the merges' new parts (a 10x run filled 57 GiB halfway
+// through its replay, uncompressed). The stream's
 // messages are purged after the replay, which makes room for the purge's
 // two copies and the hand-tuned tables.
 func (s *session) scaleDisk() error {
@@ -272,7 +296,11 @@ func (s *session) scaleDisk() error {
 	}
 	events := uint64(sp.events) + uint64(sp.persons)
 	sc.DiskFreeBytes = st.Bavail * uint64(st.Bsize)
-	sc.DiskNeededBytes = events * (560 + 2*260) * 11 / 10
+	logBytes := uint64(560)
+	if s.cfg.Streams.Compression == "s2" {
+		logBytes = 160
+	}
+	sc.DiskNeededBytes = events * (logBytes + 2*260) * 11 / 10
 	s.lg.f("disk: %.1f GiB free in %s, the run needs about %.1f GiB", gib(sc.DiskFreeBytes), s.tmp, gib(sc.DiskNeededBytes))
 	if sc.DiskFreeBytes < sc.DiskNeededBytes {
 		return fmt.Errorf("%.1f GiB free in %s, the run needs about %.1f GiB: set TMPDIR to a larger filesystem",
@@ -282,6 +310,20 @@ func (s *session) scaleDisk() error {
 }
 
 func gib(b uint64) float64 { return float64(b) / (1 << 30) }
+
+// dirBytes is the size of the files under dir (0 when unreadable).
+func dirBytes(dir string) uint64 {
+	var n uint64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += uint64(info.Size())
+			}
+		}
+		return nil
+	})
+	return n
+}
 
 // fillProject publishes $set events creating persons from..to-1 of a
 // project in chunks and waits for each chunk's commit.
@@ -357,8 +399,73 @@ func (s *session) scalePublish(ctx context.Context) (uint64, error) {
 	sc.MeanEventBytes = float64(bytes) / float64(sp.events)
 	sc.PublishPerSec = float64(sp.events) / took.Seconds()
 	s.scaleTo = g.base.Add(time.Duration(g.n+1) * g.step)
+	s.mainGen = g
 	s.lg.f("S1: published at %.0f msg/s, %.0f B/event, seq %d..%d", sc.PublishPerSec, sc.MeanEventBytes, first, s.mainLast)
 	return first, nil
+}
+
+// ScaleCold is the cold restart: the ingester started again with an
+// empty cache on the main project and folding more of its events.
+type ScaleCold struct {
+	Events     int     `json:"events"`
+	Seconds    float64 `json:"seconds"` // from the start to the last event's commit
+	PerSecond  float64 `json:"per_second"`
+	WholeReads float64 `json:"whole_project_reads"` // ingester_whole_project_reads_total
+}
+
+// scaleColdRestart stops the ingester, publishes a hundredth of the main
+// events more (the generator goes on, past the span S4 reads), and
+// starts it again: a restart, a refold after a crash or a lost lease,
+// all begin so, with every person of the project in the store and none
+// in memory. Recorded against S1's rate.
+func (s *session) scaleColdRestart(ctx context.Context) error {
+	sc := s.res.Scale
+	n := s.sp.events / 100
+	if err := s.ing.stop(); err != nil {
+		return err
+	}
+	s.ing = nil
+	var last uint64
+	for done := 0; done < n; {
+		events := make([]genEvent, min(fillChunk, n-done))
+		for i := range events {
+			events[i] = s.mainGen.next()
+		}
+		pr, err := publishAll(ctx, s.n.pubs, s.project, events)
+		if err != nil {
+			return err
+		}
+		done, last = done+len(events), pr.lastSeq
+	}
+	var err error
+	if s.ing, err = startIngester(s.n.url, s.ch.addr, benchDB, filepath.Join(s.tmp, "ingester-cold.log"), s.cfg); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := s.watcher.Wait(ctx, last, time.Hour); err != nil {
+		return err
+	}
+	took := time.Since(start)
+	sc.ColdRestart = &ScaleCold{Events: n, Seconds: took.Seconds(), PerSecond: float64(n) / took.Seconds(),
+		WholeReads: s.ing.metric("ingester_whole_project_reads_total")}
+	s.lg.f("S1 cold restart: %d events at %.0f events/s (%.2fx S1's rate), %.0f projects read whole",
+		n, sc.ColdRestart.PerSecond, ratio(sc.ColdRestart.PerSecond, sc.Ingest.PerSecond), sc.ColdRestart.WholeReads)
+	return nil
+}
+
+// appendSamples appends b to a, b's clock going on from a's end.
+func appendSamples(a, b []ScalePoint) []ScalePoint {
+	var off float64
+	var events uint64
+	if len(a) > 0 {
+		off, events = a[len(a)-1].Seconds, a[len(a)-1].Events
+	}
+	for _, p := range b {
+		p.Seconds += off
+		p.Events += events
+		a = append(a, p)
+	}
+	return a
 }
 
 // sampler records an ingest's progress and the ingester's RSS twice a

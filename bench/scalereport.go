@@ -24,6 +24,11 @@ func scaleGoals(sc *Scale) []Goal {
 	} else {
 		out = append(out, notMeasured("S1", "sustained ingest vs raw consume", ">= 0.50x", scaleWhy(sc, "S1")))
 	}
+	if c := sc.ColdRestart; c != nil && sc.Ingest.PerSecond > 0 {
+		x := ratio(c.PerSecond, sc.Ingest.PerSecond)
+		out = append(out, goal("S1", fmt.Sprintf("a cold restart's ingest of %s events vs the whole ingest's rate", shortNum(float64(c.Events))), "recorded",
+			fmt.Sprintf("%.2fx (%.0f vs %.0f ev/s; %.0f projects read whole)", x, c.PerSecond, sc.Ingest.PerSecond, c.WholeReads), x, true))
+	}
 	if sc.RSSPeakBytes > 0 && sc.RSSRefPeakBytes > 0 {
 		x := ratio(float64(sc.RSSPeakBytes), float64(sc.RSSRefPeakBytes))
 		out = append(out, goal("S2", fmt.Sprintf("ingester RSS peak vs its peak at %s persons (cache %s)", shortNum(float64(sc.s2Ref())), shortNum(float64(sc.MaxCachedPersons))), "<= 1.10x",
@@ -163,8 +168,14 @@ func printScale(w io.Writer, sc *Scale) {
 	row("raw consume, ack each", fmt.Sprintf("%.0f msg/s", sc.RawConsume.PerSecond))
 	row("ingest", fmt.Sprintf("%.0f events/s (%.0fs); first tenth %.0f, last tenth %.0f", sc.Ingest.PerSecond, sc.Ingest.Seconds, sc.FirstTenthRate, sc.LastTenthRate))
 	row("CPU per event: ingester / ClickHouse", fmt.Sprintf("%.1f / %.1f us", sc.IngesterCPUUS, sc.ClickHouseCPUUS))
+	if c := sc.ColdRestart; c != nil {
+		row("cold restart", fmt.Sprintf("%d events in %.1fs, %.0f events/s; %.0f projects read whole", c.Events, c.Seconds, c.PerSecond, c.WholeReads))
+	}
 	row("list fill to full size", fmt.Sprintf("%.0f events/s", sc.FillRate.PerSecond))
 	row("ingester RSS peak: reference / run", fmt.Sprintf("%.0f / %.0f MiB (heap in use %.0f -> %.0f MiB)", mib(sc.RSSRefPeakBytes), mib(sc.RSSPeakBytes), sc.HeapStartBytes/(1<<20), sc.HeapEndBytes/(1<<20)))
+	if sc.StreamMessages > 0 {
+		row("the log on disk", fmt.Sprintf("%d messages, %.1f GiB, %.0f B/message", sc.StreamMessages, gib(sc.StreamDiskBytes), float64(sc.StreamDiskBytes)/float64(sc.StreamMessages)))
+	}
 	if rp := sc.Replay; rp != nil {
 		row("replay", fmt.Sprintf("%d messages at %.0f/s, identical %v", rp.Messages, rp.Rate.PerSecond, rp.Identical))
 	}

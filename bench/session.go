@@ -46,6 +46,8 @@ type session struct {
 	// The scale run's plan and the end of its main events' span.
 	sp      scalePlan
 	scaleTo time.Time
+	// mainGen generated the main events; the cold restart continues it.
+	mainGen *generator
 	// purgeLog is the deleter's debug log, every purge of the run in one.
 	purgeLog string
 }
@@ -170,7 +172,15 @@ func (s *session) run(ctx context.Context) error {
 }
 
 func (s *session) setup(ctx context.Context) error {
-	if err := stream.Ensure(ctx, s.n.js, stream.Config{Compression: s.cfg.Streams.Compression}); err != nil {
+	sc := stream.Config{Compression: s.cfg.Streams.Compression}
+	if s.o.scale > 0 {
+		// 50M unique message ids: a shorter dedupe window than the
+		// default's 10 minutes keeps the embedded server's map of them
+		// (and its collector's work) a tenth as large while publishing;
+		// nothing is read through it.
+		sc.DuplicateWindow = time.Minute
+	}
+	if err := stream.Ensure(ctx, s.n.js, sc); err != nil {
 		return err
 	}
 	cp, err := controlplane.Open(ctx, s.n.js, s.log)
