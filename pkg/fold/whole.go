@@ -24,12 +24,13 @@ import (
 // views as rows read by key (storedView, storedProps), so a project read
 // whole folds as it would read row by row.
 //
-// A project is read whole only when it fits in the cache: at most
-// MaxCached rows in each table. A project found larger is not tried again
-// until Reset, and a project that lost its wholeness is read again no
-// sooner than wholeSpacing steps after its last read: at worst one read
-// of the project per wholeSpacing steps, against one per step row by
-// row.
+// A project is read whole only when it fits in the room the cache has
+// beside the other projects' entries (MaxCached less those), so that a
+// read never holds more than MaxCached entries: with less room than a
+// step's dense misses it is not tried, and the read stops at the first
+// row past the room. A project is read (or tried) again no sooner than
+// wholeSpacing steps after the last time: at worst one read of it per
+// wholeSpacing steps, against one per step row by row.
 
 // ProjectLoader is a Loader that can read a project whole.
 type ProjectLoader interface {
@@ -55,14 +56,13 @@ const wholeSpacing = 50
 // wholeProjects is the Folder's record of the projects it holds whole.
 type wholeProjects struct {
 	held map[uint64]bool
-	// read is the step (Folder.gen) of each project's last read, and
-	// tooLarge the projects found too large; both until Reset.
-	read     map[uint64]uint64
-	tooLarge map[uint64]bool
+	// read is the step (Folder.gen) of each project's last read or
+	// attempt, until Reset.
+	read map[uint64]uint64
 }
 
 func newWholeProjects() wholeProjects {
-	return wholeProjects{held: map[uint64]bool{}, read: map[uint64]uint64{}, tooLarge: map[uint64]bool{}}
+	return wholeProjects{held: map[uint64]bool{}, read: map[uint64]uint64{}}
 }
 
 // WholeLoads reports how many times the Folder read a project whole
@@ -71,6 +71,23 @@ func (f *Folder) WholeLoads() int { return f.wholeLoads }
 
 // heldWhole reports whether the cache holds every stored row of project.
 func (f *Folder) heldWhole(project uint64) bool { return f.whole.held[project] }
+
+// cachedOutside is the most entries of either table the cache holds of
+// projects other than project.
+func (f *Folder) cachedOutside(project uint64) int {
+	var p, d int
+	for k := range f.persons {
+		if k.project != project {
+			p++
+		}
+	}
+	for k := range f.dids {
+		if k.project != project {
+			d++
+		}
+	}
+	return max(p, d)
+}
 
 // lostWhole ends project's wholeness: an entry of it left the cache.
 func (f *Folder) lostWhole(project uint64) { delete(f.whole.held, project) }
@@ -84,14 +101,20 @@ func (f *Folder) maybeLoadWhole(ctx context.Context, project uint64, misses int)
 		dense = defaultDense
 	}
 	pl, ok := f.loader.(ProjectLoader)
-	if !ok || dense < 0 || misses < dense || w.held[project] || w.tooLarge[project] {
+	if !ok || dense < 0 || misses < dense || w.held[project] {
 		return nil
 	}
 	if last, ok := w.read[project]; ok && f.gen-last < wholeSpacing {
 		return nil
 	}
 	w.read[project] = f.gen
-	read, err := pl.LoadProject(ctx, project, f.MaxCached, func(r DistinctIDRow) {
+	limit := 0
+	if f.MaxCached > 0 {
+		if limit = f.MaxCached - f.cachedOutside(project); limit < dense {
+			return nil // no room: row by row
+		}
+	}
+	read, err := pl.LoadProject(ctx, project, limit, func(r DistinctIDRow) {
 		k := didKey{project, r.DistinctID}
 		if _, ok := f.dids[k]; !ok {
 			f.dids[k] = &didState{row: f.storedView(k, r), used: f.gen}
@@ -108,8 +131,7 @@ func (f *Folder) maybeLoadWhole(ctx context.Context, project uint64, misses int)
 		return fmt.Errorf("load project %d whole: %w", project, err)
 	}
 	if !read {
-		w.tooLarge[project] = true
-		return nil
+		return nil // larger than the room
 	}
 	w.held[project] = true
 	f.wholeLoads++
