@@ -51,9 +51,14 @@ func rawConsume(ctx context.Context, js jetstream.JetStream, name string, from u
 	if from > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
 	}
-	cons, err := js.CreateConsumer(ctx, stream.Events, cfg)
+	// A consumer on a stream of tens of millions of messages, just
+	// written, may take the server longer than the client's default API
+	// timeout (5 s) to create (a 10x run's did, with the log compressed).
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	cons, err := js.CreateConsumer(cctx, stream.Events, cfg)
+	cancel()
 	if err != nil {
-		return Rate{}, err
+		return Rate{}, fmt.Errorf("create the consumer: %w", err)
 	}
 	defer func() { _ = js.DeleteConsumer(context.WithoutCancel(ctx), stream.Events, name) }()
 	iter, err := cons.Messages(jetstream.PullMaxMessages(2 * batch))
