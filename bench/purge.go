@@ -185,7 +185,7 @@ func measurePurge(ctx context.Context, ch *chServer, db string, project uint64, 
 	}
 
 	// The deleter, on its own copy.
-	st, err := ch.open(ctx, svcDB)
+	st, err := ch.openService(ctx, svcDB)
 	if err != nil {
 		return p, err
 	}

@@ -44,8 +44,11 @@ type Config struct {
 	// DialTimeout bounds connecting (default 3s), so an unreachable
 	// server is reported promptly.
 	DialTimeout time.Duration
-	// ReadTimeout bounds each wait for data from the server (default
-	// 60s): a hung server fails statements instead of holding them.
+	// ReadTimeout bounds each statement (default 60s): a hung server
+	// fails statements instead of holding them. clickhouse-go sets it as
+	// one read deadline for the whole statement, not per packet, unless
+	// the statement's context has a deadline, which replaces it; so it
+	// is also the longest any statement without such a context may run.
 	ReadTimeout time.Duration
 	// RowCacheBytes bounds the persons' rows the list keeps by version
 	// (rowcache.go; default DefaultRowCacheBytes, negative: none).
