@@ -129,7 +129,7 @@ func main() {
 	var ceiling int64
 	fs.Int64Var(&ceiling, "rss-ceiling-mib", 1024, "documented ingester RSS ceiling (G8) at the default max-cached-persons")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (ClickHouse and NATS data, logs)")
-	fs.StringVar(&o.only, "only", "", "run one phase: g1 (raw consume and the ingest alone, no fill), g10, g5 (the reads, G4 and G5, and G5f), g7 (the purge), or g9 (ingest without a transformation, with a trivial one, with one dropping half and with the user-agent plugin, nothing else); for g10, g5 and g7 the persons are still ingested and filled first, and they combine (-only g10,g7: the purge over G10's events too, as in a full run)")
+	fs.StringVar(&o.only, "only", "", "run one phase: g1 (raw consume and the ingest alone, no fill), g10, g5 (the reads, G4 and G5, and G5f), g7 (the purge), or g9 (ingest without a transformation, with a trivial one, with one dropping half and with the user-agent plugin, nothing else); for g10, g5 and g7 the persons are still ingested and filled first, and they combine (-only g10,g7: the purge over G10's events too, as in a full run). With -scale: s5, s6 or s7, combined as s6,s7: the events are published and ingested (S1's rate, without the raw consume), the list project filled for s7, and only those phases follow (s6 at its largest size)")
 	fs.IntVar(&o.purgeRuns, "purge-runs", 1, "G7: purge fresh copies of the tables this many times, raw and deleter back to back each time (the first pair is G7's row; all are logged and kept in the JSON)")
 	fs.StringVar(&o.g5fSizes, "g5f-sizes", "", "G5f's project sizes in persons, comma-separated (default 100000,1000000,5000000; quick 100000; \"none\" skips G5f)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -139,7 +139,7 @@ func main() {
 		os.Exit(2)
 	}
 	o.rssCeiling = ceiling << 20
-	if err := checkOnly(o.only); err != nil {
+	if err := checkOnly(o.only, o.scale); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
@@ -205,6 +205,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.scale > 0 {
 		res.Mode = fmt.Sprintf("%s-scale%d", p.mode, o.scale)
+		if o.only != "" {
+			res.Mode += "-" + strings.ReplaceAll(o.only, ",", "-")
+		}
 	}
 	stamp := res.Started.Format("20060102T150405Z") + "-" + res.Mode
 	profile := func(name string) string {
@@ -307,8 +310,16 @@ func parseSizes(v string) ([]int, error) {
 
 // checkOnly accepts "", g1 or g9 alone, or a comma list of g10, g5 and g7
 // (each runs in the full run's order).
-func checkOnly(only string) error {
-	if only == "" || only == "g1" || only == "g9" {
+func checkOnly(only string, scale int) error {
+	if only == "" || (scale == 0 && (only == "g1" || only == "g9")) {
+		return nil
+	}
+	if scale > 0 {
+		for _, ph := range strings.Split(only, ",") {
+			if ph != "s5" && ph != "s6" && ph != "s7" {
+				return fmt.Errorf("-only %q with -scale: the phases that run without the others are s5, s6 and s7, alone or combined (s6,s7)", only)
+			}
+		}
 		return nil
 	}
 	for _, ph := range strings.Split(only, ",") {

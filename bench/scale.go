@@ -155,45 +155,54 @@ func (s *session) scale(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.startReaders(ctx); err != nil {
-		return err
+	// -only s5/s6/s7 (all false without -only): the events and the
+	// phases named, without S1's baseline, S2, S3 and S4.
+	all := s.o.only == ""
+	if all {
+		if err := s.startReaders(ctx); err != nil {
+			return err
+		}
 	}
-	// The reference: the list project at 1M persons, with an ingester
-	// that has seen nothing else (S3's reads), and S2's reference peak
-	// once the cache is full: at 1M persons, or at the cache's size when
-	// it is larger (a cache larger than the data at the reference would
-	// make S2 measure the cache filling, not the data growing).
-	if s.ing, err = startIngester(s.n.url, s.ch.addr, benchDB, filepath.Join(s.tmp, "ingester-ref.log"), s.cfg); err != nil {
-		return err
-	}
-	sc.HeapStartBytes = s.ing.metric("go_memstats_heap_inuse_bytes")
 	g := newGenerator(s.o.seed+13, 1)
-	if _, err := s.fillProject(ctx, list.ID, g, 0, sp.refPersons); err != nil {
-		return fmt.Errorf("filling the list project: %w", err)
+	if all {
+		// The reference: the list project at 1M persons, with an ingester
+		// that has seen nothing else (S3's reads), and S2's reference peak
+		// once the cache is full: at 1M persons, or at the cache's size when
+		// it is larger (a cache larger than the data at the reference would
+		// make S2 measure the cache filling, not the data growing).
+		if s.ing, err = startIngester(s.n.url, s.ch.addr, benchDB, filepath.Join(s.tmp, "ingester-ref.log"), s.cfg); err != nil {
+			return err
+		}
+		sc.HeapStartBytes = s.ing.metric("go_memstats_heap_inuse_bytes")
+		if _, err := s.fillProject(ctx, list.ID, g, 0, sp.refPersons); err != nil {
+			return fmt.Errorf("filling the list project: %w", err)
+		}
+		if err := s.scaleLists(ctx, list.ID); err != nil {
+			s.scaleErr("S3 at the reference size", err)
+		}
+		sc.S2RefPersons = max(sp.refPersons, min(s.cfg.MaxCachedPersons, sp.persons))
+		if _, err := s.fillProject(ctx, list.ID, g, sp.refPersons, sc.S2RefPersons); err != nil {
+			return fmt.Errorf("filling the list project: %w", err)
+		}
+		_, sc.RSSRefPeakBytes = procRSS(s.ing.pid)
+		s.lg.f("S2 reference: ingester RSS peak %.0f MiB at %d persons", mib(sc.RSSRefPeakBytes), sc.S2RefPersons)
+		if err := s.ing.stop(); err != nil {
+			return err
+		}
+		s.ing = nil
 	}
-	if err := s.scaleLists(ctx, list.ID); err != nil {
-		s.scaleErr("S3 at the reference size", err)
-	}
-	sc.S2RefPersons = max(sp.refPersons, min(s.cfg.MaxCachedPersons, sp.persons))
-	if _, err := s.fillProject(ctx, list.ID, g, sp.refPersons, sc.S2RefPersons); err != nil {
-		return fmt.Errorf("filling the list project: %w", err)
-	}
-	_, sc.RSSRefPeakBytes = procRSS(s.ing.pid)
-	s.lg.f("S2 reference: ingester RSS peak %.0f MiB at %d persons", mib(sc.RSSRefPeakBytes), sc.S2RefPersons)
-	if err := s.ing.stop(); err != nil {
-		return err
-	}
-	s.ing = nil
 
 	// S1: the main project's events, published before the ingester runs.
 	first, err := s.scalePublish(ctx)
 	if err != nil {
 		return fmt.Errorf("publish: %w", err)
 	}
-	if sc.RawConsume, err = rawConsume(ctx, s.n.js, "bench_raw_scale", first, sp.events, 1, s.cfg.BatchSize); err != nil {
-		return fmt.Errorf("raw consume: %w", err)
+	if all {
+		if sc.RawConsume, err = rawConsume(ctx, s.n.js, "bench_raw_scale", first, sp.events, 1, s.cfg.BatchSize); err != nil {
+			return fmt.Errorf("raw consume: %w", err)
+		}
+		s.lg.f("S1 raw consume, ack each: %.0f msg/s", sc.RawConsume.PerSecond)
 	}
-	s.lg.f("S1 raw consume, ack each: %.0f msg/s", sc.RawConsume.PerSecond)
 	if s.ing, err = startIngester(s.n.url, s.ch.addr, benchDB, filepath.Join(s.tmp, "ingester.log"), s.cfg); err != nil {
 		return err
 	}
@@ -207,42 +216,50 @@ func (s *session) scale(ctx context.Context) error {
 	}
 	sc.Progress = samp.stop()
 	_, peak := procRSS(s.ing.pid)
-	if err := s.scaleColdRestart(ctx); err != nil {
-		s.scaleErr("S1 cold restart", err)
-		if s.ing == nil {
-			return err
+	if all {
+		if err := s.scaleColdRestart(ctx); err != nil {
+			s.scaleErr("S1 cold restart", err)
+			if s.ing == nil {
+				return err
+			}
 		}
 	}
-	// The list project to its full size, the same ingester (S2's peak
-	// covers it, and the first ingester's).
-	samp = s.sampleIngest(s.watcher.Seq())
-	start := time.Now()
-	if _, err := s.fillProject(ctx, list.ID, g, sc.S2RefPersons, sp.persons); err != nil {
-		samp.stop()
-		return fmt.Errorf("filling the list project: %w", err)
+	if all || s.o.runs("s7") {
+		// The list project to its full size, the same ingester (S2's peak
+		// covers it, and the first ingester's; S7 reads its persons).
+		samp = s.sampleIngest(s.watcher.Seq())
+		start := time.Now()
+		if _, err := s.fillProject(ctx, list.ID, g, sc.S2RefPersons, sp.persons); err != nil {
+			samp.stop()
+			return fmt.Errorf("filling the list project: %w", err)
+		}
+		sc.FillRate = rate(sp.persons-sc.S2RefPersons, time.Since(start))
+		sc.Progress = appendSamples(sc.Progress, samp.stop())
 	}
-	sc.FillRate = rate(sp.persons-sc.S2RefPersons, time.Since(start))
-	sc.Progress = appendSamples(sc.Progress, samp.stop())
-	_, sc.RSSPeakBytes = procRSS(s.ing.pid)
-	sc.RSSPeakBytes = max(sc.RSSPeakBytes, peak)
-	sc.HeapEndBytes = s.ing.metric("go_memstats_heap_inuse_bytes")
-	if cached := min(sp.persons, s.cfg.MaxCachedPersons); cached > 0 {
-		sc.BytesPerCachedPerso = (sc.HeapEndBytes - sc.HeapStartBytes) / float64(cached)
+	if all {
+		_, sc.RSSPeakBytes = procRSS(s.ing.pid)
+		sc.RSSPeakBytes = max(sc.RSSPeakBytes, peak)
+		sc.HeapEndBytes = s.ing.metric("go_memstats_heap_inuse_bytes")
+		if cached := min(sp.persons, s.cfg.MaxCachedPersons); cached > 0 {
+			sc.BytesPerCachedPerso = (sc.HeapEndBytes - sc.HeapStartBytes) / float64(cached)
+		}
+		_ = s.ing.heapProfile(s.profile("ingester-scale.heap.pprof"))
+		s.lg.f("S2: ingester RSS peak %.0f MiB (reference %.0f MiB)", mib(sc.RSSPeakBytes), mib(sc.RSSRefPeakBytes))
+		s.checkpoint()
+		if err := s.scaleLists(ctx, list.ID); err != nil {
+			s.scaleErr("S3", err)
+		}
+		if err := s.scaleAnalysis(ctx); err != nil {
+			s.scaleErr("S4", err)
+		}
+		s.checkpoint()
 	}
-	_ = s.ing.heapProfile(s.profile("ingester-scale.heap.pprof"))
-	s.lg.f("S2: ingester RSS peak %.0f MiB (reference %.0f MiB)", mib(sc.RSSPeakBytes), mib(sc.RSSRefPeakBytes))
-	s.checkpoint()
-	if err := s.scaleLists(ctx, list.ID); err != nil {
-		s.scaleErr("S3", err)
+	if s.o.runs("s5") {
+		if err := s.scaleReplay(ctx); err != nil {
+			s.scaleErr("S5", err)
+		}
+		s.checkpoint()
 	}
-	if err := s.scaleAnalysis(ctx); err != nil {
-		s.scaleErr("S4", err)
-	}
-	s.checkpoint()
-	if err := s.scaleReplay(ctx); err != nil {
-		s.scaleErr("S5", err)
-	}
-	s.checkpoint()
 	// The log has served the replay: its messages go, for the disk the
 	// copies below need (the stream's sequence goes on). Its size on disk
 	// first: the log's bytes per message, as compressed (S7).
@@ -256,12 +273,16 @@ func (s *session) scale(ctx context.Context) error {
 			s.lg.f("purging the stream: %v", err)
 		}
 	}
-	if err := s.scaleDiskUse(ctx); err != nil {
-		s.scaleErr("S7", err)
+	if s.o.runs("s7") {
+		if err := s.scaleDiskUse(ctx); err != nil {
+			s.scaleErr("S7", err)
+		}
+		s.checkpoint()
 	}
-	s.checkpoint()
-	if err := s.scalePurges(ctx); err != nil {
-		s.scaleErr("S6", err)
+	if s.o.runs("s6") {
+		if err := s.scalePurges(ctx); err != nil {
+			s.scaleErr("S6", err)
+		}
 	}
 	s.scalePlots()
 	return ctx.Err()

@@ -328,6 +328,10 @@ func tableDisk(ctx context.Context, s *session, db string) ([]TableDisk, error) 
 // request) is the raw side's set.
 func (s *session) scalePurges(ctx context.Context) error {
 	sizes := s.sp.purges
+	if s.o.only != "" {
+		// S6's row is its largest size; the smaller ones draw the curve.
+		sizes = sizes[len(sizes)-1:]
+	}
 	if s.ing == nil {
 		return fmt.Errorf("no ingester to queue the deletions")
 	}

@@ -41,6 +41,8 @@ func (s *session) scalePlots() {
 	sc := s.res.Scale
 	if len(sc.Progress) > 1 {
 		s.writePlot("s1-ingest-rate", s1Plot(sc))
+	}
+	if len(sc.Progress) > 1 && sc.RSSPeakBytes > 0 {
 		s.writePlot("s2-ingester-rss", s2Plot(sc))
 	}
 	if len(sc.Lists) > 0 {

@@ -165,14 +165,18 @@ func printScale(w io.Writer, sc *Scale) {
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("disk free / needed", fmt.Sprintf("%.1f / %.1f GiB", gib(sc.DiskFreeBytes), gib(sc.DiskNeededBytes)))
 	row("publish (PublishAsync)", fmt.Sprintf("%.0f msg/s", sc.PublishPerSec))
-	row("raw consume, ack each", fmt.Sprintf("%.0f msg/s", sc.RawConsume.PerSecond))
+	if sc.RawConsume.PerSecond > 0 {
+		row("raw consume, ack each", fmt.Sprintf("%.0f msg/s", sc.RawConsume.PerSecond))
+	}
 	row("ingest", fmt.Sprintf("%.0f events/s (%.0fs); first tenth %.0f, last tenth %.0f", sc.Ingest.PerSecond, sc.Ingest.Seconds, sc.FirstTenthRate, sc.LastTenthRate))
 	row("CPU per event: ingester / ClickHouse", fmt.Sprintf("%.1f / %.1f us", sc.IngesterCPUUS, sc.ClickHouseCPUUS))
 	if c := sc.ColdRestart; c != nil {
 		row("cold restart", fmt.Sprintf("%d events in %.1fs, %.0f events/s; %.0f projects read whole", c.Events, c.Seconds, c.PerSecond, c.WholeReads))
 	}
 	row("list fill to full size", fmt.Sprintf("%.0f events/s", sc.FillRate.PerSecond))
-	row("ingester RSS peak: reference / run", fmt.Sprintf("%.0f / %.0f MiB (heap in use %.0f -> %.0f MiB)", mib(sc.RSSRefPeakBytes), mib(sc.RSSPeakBytes), sc.HeapStartBytes/(1<<20), sc.HeapEndBytes/(1<<20)))
+	if sc.RSSPeakBytes > 0 {
+		row("ingester RSS peak: reference / run", fmt.Sprintf("%.0f / %.0f MiB (heap in use %.0f -> %.0f MiB)", mib(sc.RSSRefPeakBytes), mib(sc.RSSPeakBytes), sc.HeapStartBytes/(1<<20), sc.HeapEndBytes/(1<<20)))
+	}
 	if sc.StreamMessages > 0 {
 		row("the log on disk", fmt.Sprintf("%d messages, %.1f GiB, %.0f B/message", sc.StreamMessages, gib(sc.StreamDiskBytes), float64(sc.StreamDiskBytes)/float64(sc.StreamMessages)))
 	}
