@@ -17,12 +17,15 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/personhub/personhub/cmd/internal/appconfig"
+	"github.com/personhub/personhub/pkg/chstore"
 	"github.com/personhub/personhub/pkg/command"
 	"github.com/personhub/personhub/pkg/ingest"
 	"github.com/personhub/personhub/pkg/process"
@@ -155,17 +158,33 @@ func run(args []string) error {
 	return runErr
 }
 
-func migrate(args []string) error {
+// parseMigrate reads `ingester migrate`'s flags and environment.
+func parseMigrate(args []string) (appconfig.Common, error) {
 	var common appconfig.Common
 	fs := flag.NewFlagSet("ingester migrate", flag.ContinueOnError)
 	common.Bind(fs)
+	fs.DurationVar(&common.MigrationTimeout, "statement-timeout", common.Env.Duration("MIGRATE_STATEMENT_TIMEOUT", chstore.DefaultMigrationTimeout),
+		"longest one migration statement may run; a backfill reads every stored event once (env MIGRATE_STATEMENT_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return common, err
 	}
 	if err := common.Validate(); err != nil {
+		return common, err
+	}
+	if common.MigrationTimeout <= 0 {
+		return common, fmt.Errorf("statement-timeout %s: want a positive duration", common.MigrationTimeout)
+	}
+	return common, nil
+}
+
+func migrate(args []string) error {
+	common, err := parseMigrate(args)
+	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// No deadline on the whole: each statement has its own, and SIGINT or
+	// SIGTERM stops the statement in hand (a migration can run again).
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	store, err := common.ClickHouse(ctx)
 	if err != nil {

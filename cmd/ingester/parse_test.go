@@ -92,3 +92,26 @@ func TestParseRunNice(t *testing.T) {
 		}
 	}
 }
+
+// `ingester migrate` bounds each statement at -statement-timeout
+// (MIGRATE_STATEMENT_TIMEOUT), hours by default, and refuses a
+// malformed or non-positive one.
+func TestParseMigrateStatementTimeout(t *testing.T) {
+	c, err := parseMigrate(nil)
+	if err != nil || c.MigrationTimeout != 6*time.Hour {
+		t.Fatalf("default: %s, %v; want 6h", c.MigrationTimeout, err)
+	}
+	t.Setenv("MIGRATE_STATEMENT_TIMEOUT", "90m")
+	if c, err = parseMigrate(nil); err != nil || c.MigrationTimeout != 90*time.Minute {
+		t.Fatalf("from the environment: %s, %v; want 90m", c.MigrationTimeout, err)
+	}
+	if c, err = parseMigrate([]string{"-statement-timeout", "2h"}); err != nil || c.MigrationTimeout != 2*time.Hour {
+		t.Fatalf("flag over the environment: %s, %v; want 2h", c.MigrationTimeout, err)
+	}
+	for _, bad := range []struct{ env, want string }{{"12", `MIGRATE_STATEMENT_TIMEOUT="12": not a duration`}, {"-1s", "want a positive duration"}} {
+		t.Setenv("MIGRATE_STATEMENT_TIMEOUT", bad.env)
+		if _, err := parseMigrate(nil); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("MIGRATE_STATEMENT_TIMEOUT=%s: %v; want an error saying %q", bad.env, err, bad.want)
+		}
+	}
+}

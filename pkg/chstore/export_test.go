@@ -147,3 +147,6 @@ func SetPiecePersons(n int) (restore func()) {
 	piecePersons = n
 	return func() { piecePersons = old }
 }
+
+// MigrationExec runs st as a migration statement.
+func (s *Store) MigrationExec(ctx context.Context, st string) error { return storeTarget{s}.Exec(ctx, st) }

@@ -105,14 +105,21 @@ type MigrationTarget interface {
 	Uints(ctx context.Context, query string) ([]uint64, error)
 }
 
-// storeTarget is a store's database as a MigrationTarget.
+// storeTarget is a store's database as a MigrationTarget. Each statement
+// runs under a deadline of the store's MigrationTimeout (or ctx's, when
+// earlier): clickhouse-go takes a context's deadline in place of its read
+// timeout, which would otherwise cut a backfill after ReadTimeout.
 type storeTarget struct{ s *Store }
 
 func (t storeTarget) Exec(ctx context.Context, statement string) error {
+	ctx, cancel := context.WithTimeout(ctx, t.s.migrationTimeout)
+	defer cancel()
 	return t.s.conn.Exec(ctx, statement)
 }
 
 func (t storeTarget) Uints(ctx context.Context, query string) ([]uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.s.migrationTimeout)
+	defer cancel()
 	rows, err := t.s.conn.Query(ctx, query)
 	if err != nil {
 		return nil, err

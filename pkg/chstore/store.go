@@ -50,6 +50,10 @@ type Config struct {
 	// the statement's context has a deadline, which replaces it; so it
 	// is also the longest any statement without such a context may run.
 	ReadTimeout time.Duration
+	// MigrationTimeout bounds each migration statement instead (default
+	// DefaultMigrationTimeout): a backfill reads every stored event once,
+	// which takes minutes per 10M events, far beyond ReadTimeout.
+	MigrationTimeout time.Duration
 	// RowCacheBytes bounds the persons' rows the list keeps by version
 	// (rowcache.go; default DefaultRowCacheBytes, negative: none).
 	RowCacheBytes int
@@ -70,6 +74,9 @@ const (
 	DefaultAcquireTimeout = 10 * time.Second
 	DefaultDialTimeout    = 3 * time.Second
 	DefaultReadTimeout    = 60 * time.Second
+	// DefaultMigrationTimeout leaves a backfill hours (a statement of
+	// migration 0019 copies every event's properties).
+	DefaultMigrationTimeout = 6 * time.Hour
 )
 
 func (c *Config) defaults() {
@@ -91,6 +98,9 @@ func (c *Config) defaults() {
 	if c.ReadTimeout <= 0 {
 		c.ReadTimeout = DefaultReadTimeout
 	}
+	if c.MigrationTimeout <= 0 {
+		c.MigrationTimeout = DefaultMigrationTimeout
+	}
 }
 
 // Store wraps one connection pool.
@@ -100,7 +110,9 @@ type Store struct {
 	version  Version // the server's (version.go)
 	// threadNice is what the statements ask of the server (ThreadNice).
 	threadNice int
-	values     *valueCounts // CountPropertyValues (values_counts.go); nil: not kept
+	// migrationTimeout is Config.MigrationTimeout.
+	migrationTimeout time.Duration
+	values           *valueCounts // CountPropertyValues (values_counts.go); nil: not kept
 	// counts is the ingesters' per-project live-person counts (the
 	// writer's side of person_counts; unused by readers), one state per
 	// consumer: the partitions one process runs share this Store, and
@@ -189,7 +201,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, statement.Classify(err)
 	}
 	g := &gate{slots: make(chan struct{}, cfg.MaxOpenConns), wait: cfg.AcquireTimeout}
-	s := &Store{conn: &classifyingConn{Conn: conn, gate: g, database: cfg.Database, record: os.Getenv(statement.RecordEnv)}, database: cfg.Database, version: version, threadNice: threadNice, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex(),
+	s := &Store{conn: &classifyingConn{Conn: conn, gate: g, database: cfg.Database, record: os.Getenv(statement.RecordEnv)}, database: cfg.Database, version: version, threadNice: threadNice, migrationTimeout: cfg.MigrationTimeout, values: newValueCounts(), counts: &consumerCounts{by: map[string]*liveCounts{}}, newest: newNewestIndex(),
 		firstHints: &firstHints{by: map[uint64]firstHint{}}, rows: newRowCache(cfg.RowCacheBytes), marks: newMarkedLists()}
 	s.search = search.New(s.conn, func(ctx context.Context, project uint64) (uint64, bool, error) {
 		live, _, ok, err := s.LiveCount(ctx, project)

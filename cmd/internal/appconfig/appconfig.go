@@ -109,8 +109,11 @@ type Common struct {
 	// ClickHouseThreadNice is chstore.Config.ThreadNice: set by a binary
 	// (the ingester), not a flag of its own.
 	ClickHouseThreadNice int
-	LogLevel             string
-	LogFormat            string
+	// MigrationTimeout is chstore.Config.MigrationTimeout: a flag of
+	// `ingester migrate` only (0: the store's default).
+	MigrationTimeout time.Duration
+	LogLevel         string
+	LogFormat        string
 	// Env reads the binary's typed variables; Validate reports the
 	// malformed ones.
 	Env EnvReader
@@ -184,7 +187,7 @@ func (c *Common) Handler() slog.Handler {
 // ClickHouse opens the store.
 func (c *Common) ClickHouse(ctx context.Context) (*chstore.Store, error) {
 	return chstore.Open(ctx, chstore.Config{Addr: c.ClickHouseAddr, Database: c.ClickHouseDatabase, Username: c.ClickHouseUser, Password: c.ClickHousePassword,
-		ThreadNice: c.ClickHouseThreadNice})
+		ThreadNice: c.ClickHouseThreadNice, MigrationTimeout: c.MigrationTimeout})
 }
 
 // CurrentClickHouse opens the store and refuses a database whose schema is
