@@ -26,7 +26,7 @@ func replay(t *testing.T, ctx context.Context, js *testenv.NATS, log []logEntry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	chains, rt := NewChains(), New(Limits{}, nil, nil)
+	chains, rt := NewChains(), New(Limits{Timeout: testTimeout}, nil, nil)
 	var out []*Event
 	for _, e := range log {
 		if e.event == nil {

@@ -66,7 +66,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 // log line stands for.
 func TestFailureLogsAreBounded(t *testing.T) {
 	var buf strings.Builder
-	r := New(Limits{}, slog.New(slog.NewTextHandler(&buf, nil)), nil)
+	r := New(Limits{Timeout: testTimeout}, slog.New(slog.NewTextHandler(&buf, nil)), nil)
 	chain := []Step{{ConfigID: 4, Filename: "index.js", Source: `exports.processEvent = function() { throw new Error('nope') }`}}
 	for range 50 {
 		r.Run(context.Background(), chain, sample("e"))

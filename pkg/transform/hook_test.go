@@ -163,7 +163,7 @@ func TestProjectsInOneBatch(t *testing.T) {
 		}
 		add(p, fmt.Sprintf(`{"uuid":"0190c6c5-0000-7000-8000-2%011d","event":%q,"distinct_id":"d","timestamp":"2026-11-20T10:00:00Z"}`, i, name), false)
 	}
-	h, err := NewHook(ctx, n.JS, New(Limits{}, slog.New(slog.DiscardHandler), nil), 1, slog.New(slog.DiscardHandler), nil)
+	h, err := NewHook(ctx, n.JS, New(Limits{Timeout: testTimeout}, slog.New(slog.DiscardHandler), nil), 1, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
