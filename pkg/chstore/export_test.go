@@ -149,4 +149,6 @@ func SetPiecePersons(n int) (restore func()) {
 }
 
 // MigrationExec runs st as a migration statement.
-func (s *Store) MigrationExec(ctx context.Context, st string) error { return storeTarget{s}.Exec(ctx, st) }
+func (s *Store) MigrationExec(ctx context.Context, st string) error {
+	return storeTarget{s}.Exec(ctx, st)
+}
