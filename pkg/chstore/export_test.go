@@ -150,5 +150,5 @@ func SetPiecePersons(n int) (restore func()) {
 
 // MigrationExec runs st as a migration statement.
 func (s *Store) MigrationExec(ctx context.Context, st string) error {
-	return storeTarget{s}.Exec(ctx, st)
+	return storeTarget{s, s.migrationTimeout}.Exec(ctx, st)
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
 
@@ -105,20 +106,32 @@ type MigrationTarget interface {
 	Uints(ctx context.Context, query string) ([]uint64, error)
 }
 
-// storeTarget is a store's database as a MigrationTarget. Each statement
-// runs under a deadline of the store's MigrationTimeout (or ctx's, when
+// storeTarget is a store's database as a MigrationTarget. With a
+// timeout, each statement runs under that deadline (or ctx's, when
 // earlier): clickhouse-go takes a context's deadline in place of its read
-// timeout, which would otherwise cut a backfill after ReadTimeout.
-type storeTarget struct{ s *Store }
+// timeout, which would otherwise cut a backfill after ReadTimeout. Without
+// one (CheckSchema's reads), the read timeout bounds them as any read.
+type storeTarget struct {
+	s       *Store
+	timeout time.Duration
+}
+
+// bound is ctx under the target's timeout, if it has one.
+func (t storeTarget) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if t.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, t.timeout)
+}
 
 func (t storeTarget) Exec(ctx context.Context, statement string) error {
-	ctx, cancel := context.WithTimeout(ctx, t.s.migrationTimeout)
+	ctx, cancel := t.bound(ctx)
 	defer cancel()
 	return t.s.conn.Exec(ctx, statement)
 }
 
 func (t storeTarget) Uints(ctx context.Context, query string) ([]uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, t.s.migrationTimeout)
+	ctx, cancel := t.bound(ctx)
 	defer cancel()
 	rows, err := t.s.conn.Query(ctx, query)
 	if err != nil {
@@ -174,7 +187,7 @@ func applied(ctx context.Context, t MigrationTarget) (map[uint32]bool, error) {
 // Migrate applies pending migrations in order and records each. Statements
 // use IF NOT EXISTS, so a migration interrupted half way can run again.
 func (s *Store) Migrate(ctx context.Context) ([]Migration, error) {
-	return ApplyMigrations(ctx, storeTarget{s})
+	return ApplyMigrations(ctx, storeTarget{s, s.migrationTimeout})
 }
 
 // ApplyMigrations applies the migrations t lacks in order and records
@@ -263,7 +276,7 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	done, err := applied(ctx, storeTarget{s})
+	done, err := applied(ctx, storeTarget{s, 0})
 	if err != nil {
 		return err
 	}
