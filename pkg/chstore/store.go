@@ -52,7 +52,7 @@ type Config struct {
 	ReadTimeout time.Duration
 	// MigrationTimeout bounds each migration statement instead (default
 	// DefaultMigrationTimeout): a backfill reads every stored event once,
-	// which takes minutes per 10M events, far beyond ReadTimeout.
+	// which can take far longer than ReadTimeout.
 	MigrationTimeout time.Duration
 	// RowCacheBytes bounds the persons' rows the list keeps by version
 	// (rowcache.go; default DefaultRowCacheBytes, negative: none).
@@ -74,8 +74,8 @@ const (
 	DefaultAcquireTimeout = 10 * time.Second
 	DefaultDialTimeout    = 3 * time.Second
 	DefaultReadTimeout    = 60 * time.Second
-	// DefaultMigrationTimeout leaves a backfill hours (a statement of
-	// migration 0019 copies every event's properties).
+	// DefaultMigrationTimeout leaves a backfill hours: migration 0019
+	// reads every event's properties once.
 	DefaultMigrationTimeout = 6 * time.Hour
 )
 
