@@ -85,7 +85,9 @@ func laneCutCase(t *testing.T, consumer string, batchSize int, growFor time.Dura
 	// small batches, as the lane takes nothing where the intents say an
 	// uncommitted write may reach (BatchSize beyond the last batch).
 	runUntil(t, cfg, n.JS, store, first)
-	cfg.BatchSize, cfg.GrowFor = batchSize, growFor
+	// Batches (chunks) end full, not when BatchWait runs out: on a loaded
+	// machine 20 ms filled none to the hook's minimum.
+	cfg.BatchSize, cfg.BatchWait, cfg.GrowFor = batchSize, time.Minute, growFor
 
 	backlog := make([]testenv.Message, 4000)
 	for k := range backlog {
@@ -228,7 +230,7 @@ func TestWriteLaneLeadsTheCommit(t *testing.T) {
 	store := &leadStore{Store: testenv.ClickHouse(t), landed: make(chan uint64, 1), release: make(chan error, 1)}
 	cfg := laneConfig("lead", true)
 	runUntil(t, cfg, n.JS, store, first)
-	cfg.BatchSize, cfg.GrowFor = 1000, 20*time.Second
+	cfg.BatchSize, cfg.BatchWait, cfg.GrowFor = 1000, time.Minute, 20*time.Second
 
 	backlog := make([]testenv.Message, 4000)
 	for k := range backlog {
