@@ -76,7 +76,13 @@ func waitMerges(ctx context.Context, conn driver.Conn, limit time.Duration, dbs 
 	}
 }
 
-// copyTables copies tables of src into a new database dst.
+// copyTables copies tables of src into a new database dst, partition by
+// partition with ATTACH PARTITION ... FROM: the copy hard-links the
+// source's active parts, so copying the 50M events of a ten-times run
+// takes seconds where an INSERT SELECT rewrote them for minutes, and the
+// copy has the parts the deleter would find in production (merged, not
+// freshly inserted). A mutation of the copy writes parts of its own and
+// leaves the source's files as they are.
 func copyTables(ctx context.Context, conn driver.Conn, src, dst string, tables ...string) error {
 	if err := conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+dst); err != nil {
 		return err
@@ -85,8 +91,28 @@ func copyTables(ctx context.Context, conn driver.Conn, src, dst string, tables .
 		if err := conn.Exec(ctx, fmt.Sprintf("CREATE TABLE %s.%s AS %s.%s", dst, t, src, t)); err != nil {
 			return err
 		}
-		if err := conn.Exec(ctx, fmt.Sprintf("INSERT INTO %s.%s SELECT * FROM %s.%s", dst, t, src, t)); err != nil {
+		var partitions []string
+		rows, err := conn.Query(ctx, "SELECT DISTINCT partition_id FROM system.parts WHERE database = ? AND table = ? AND active", src, t)
+		if err != nil {
 			return err
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			partitions = append(partitions, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, id := range partitions {
+			q := fmt.Sprintf("ALTER TABLE %s.%s ATTACH PARTITION ID ? FROM %s.%s", dst, t, src, t)
+			if err := conn.Exec(ctx, q, id); err != nil {
+				return fmt.Errorf("copy %s.%s: %w", src, t, err)
+			}
 		}
 	}
 	return nil
