@@ -92,20 +92,7 @@ func copyTables(ctx context.Context, conn driver.Conn, src, dst string, tables .
 			return err
 		}
 		var partitions []string
-		rows, err := conn.Query(ctx, "SELECT DISTINCT partition_id FROM system.parts WHERE database = ? AND table = ? AND active", src, t)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			partitions = append(partitions, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err := conn.QueryRow(ctx, "SELECT groupUniqArray(partition_id) FROM system.parts WHERE database = ? AND table = ? AND active", src, t).Scan(&partitions); err != nil {
 			return err
 		}
 		for _, id := range partitions {
