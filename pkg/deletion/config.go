@@ -36,7 +36,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Schedule:        DefaultSchedule,
-		BatchSize:       20000,
+		BatchSize:       100000,
 		MutationTimeout: time.Hour,
 		PendingRefresh:  time.Minute,
 		Consumer:        "ingester",

@@ -242,8 +242,8 @@ func TestRunDeletesRequestedEventsOnly(t *testing.T) {
 	if err := f.conn.QueryRow(context.Background(), "SELECT command, is_done FROM system.mutations WHERE database = currentDatabase() AND table = 'events'").Scan(&cmd, &done); err != nil {
 		t.Fatal(err)
 	}
-	if done != 1 || !strings.Contains(cmd, "(project_id = 1) AND (seq <= 200)") || !strings.Contains(cmd, "(person_id IN 11)") ||
-		!strings.Contains(cmd, "(person_id IN 10)") || !strings.Contains(cmd, "[10]") || !strings.Contains(cmd, "[100]") {
+	if done != 1 || !strings.Contains(cmd, "(project_id = 1) AND (seq <= 200)") || !strings.Contains(cmd, "(person_id IN (SELECT arrayJoin(CAST([11], 'Array(UInt64)'))))") ||
+		!strings.Contains(cmd, "(person_id IN (SELECT arrayJoin(CAST([10], 'Array(UInt64)'))))") || !strings.Contains(cmd, "[10]") || !strings.Contains(cmd, "[100]") {
 		t.Errorf("mutation %q done=%d", cmd, done)
 	}
 
@@ -381,5 +381,55 @@ func TestCopyRowsAloneAreDeleted(t *testing.T) {
 	}
 	if got := rowsOf(t, f.conn, "events_by_distinct_id", 1, 21); len(got) != 1 {
 		t.Errorf("copy rows of 1/21: %v, want its 1", got)
+	}
+}
+
+// TestLargeQueueIsOneMutation: with the default settings a queue of
+// 100,000 persons (ids of a ten-billion-message stream, so every statement
+// that lists them is megabytes long, past the server's default
+// max_query_size) is one batch: one mutation, every request verified,
+// and the events of persons not queued kept.
+func TestLargeQueueIsOneMutation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100,000 requests")
+	}
+	f := newFixture(t, nil, nil)
+	const n = 100_000
+	const base = 9_000_000_000
+	var evs []ev
+	reqs := make([]Request, n)
+	zero := time.Unix(0, 0).UTC()
+	for i := range reqs {
+		p := uint64(base + 2*i)
+		evs = append(evs, ev{1, p, uint64(base + i)})
+		reqs[i] = Request{ProjectID: 1, PersonID: p, PersonUUID: uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprint(p))),
+			RequestSeq: 2 * base, Status: StatusPending, RequestedAt: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC),
+			StartedAt: zero, VerifiedAt: zero, Version: 2 * base}
+	}
+	kept := []uint64{base + 1, base + 2*n + 1}
+	for _, p := range kept {
+		evs = append(evs, ev{1, p, base})
+	}
+	insertEvents(t, f.conn, evs...)
+	if err := f.runner.write(context.Background(), reqs); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, f.conn, 2*base)
+
+	sum := f.runOnce(t)
+	if sum.Taken != n || sum.Verified != n || sum.Failed != 0 || sum.Mutations != 1 || sum.EventsDeleted != n {
+		t.Fatalf("summary %+v, want %d taken and verified, %d events deleted, one mutation", sum, n, n)
+	}
+	var left uint64
+	if err := f.conn.QueryRow(context.Background(), "SELECT count() FROM events WHERE project_id = 1").Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != uint64(len(kept)) {
+		t.Errorf("%d events left, want the %d of the persons not queued", left, len(kept))
+	}
+	for _, p := range kept {
+		if got := eventsOf(t, f.conn, 1, p); len(got) != 1 {
+			t.Errorf("person %d lost events: %v", p, got)
+		}
 	}
 }

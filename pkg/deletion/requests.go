@@ -8,6 +8,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 // Statuses of a request. A failed attempt goes back to pending; running
@@ -104,12 +106,27 @@ func bump(q *Request) {
 }
 
 // maxListBytes bounds the text of the id and sequence lists spliced into
-// one statement (the driver binds them client-side), well below the
-// max_query_size the runner sets for its statements.
-const (
-	maxListBytes = 2 << 20
-	maxQuerySize = 8 << 20
-)
+// one statement (the driver binds them client-side), far below the
+// max_query_size of statements with bound values (statement.Bound):
+// 100,000 persons of 20-digit ids fit one batch, so a weekly queue of
+// that size is one mutation per table, not several that each rewrite
+// every part.
+const maxListBytes = 6 << 20
+
+// maxASTElements is the max_ast_elements (and max_expanded_ast_elements)
+// of the runner's statements. On 18.16 each value of a spliced list is
+// an element of the statement's tree, and the default, 50,000, refuses a
+// statement over 50,000 persons ("AST is too big"); a list element takes
+// at least 3 bytes ("1, "), so this covers maxListBytes of lists and the
+// statement around them.
+const maxASTElements = maxListBytes / 2
+
+// Statements returns ctx with the settings the runner's statements run
+// with: room for a batch's id lists spliced into their text. The bench's
+// raw ALTER DELETE, the deleter's baseline, runs with them too.
+func Statements(ctx context.Context) context.Context {
+	return statement.Bound(ctx, clickhouse.Settings{"max_ast_elements": maxASTElements, "max_expanded_ast_elements": maxASTElements})
+}
 
 // listBytes is what one request adds to a statement: its person id twice
 // (the IN set and the transform's keys) and its sequence once, each with

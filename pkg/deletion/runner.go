@@ -20,7 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -203,10 +202,10 @@ func step(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancelStep := context.WithTimeout(gctx, stepTimeout)
 	cancel := func() { cancelStep(); stop() }
 	// A batch's id lists are spliced into its statements (client-side
-	// binding): allow statements of up to 8 MiB, so that one mutation can
-	// cover a whole run's persons (each mutation rewrites every part it
-	// touches, so fewer is much cheaper).
-	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_query_size": maxQuerySize})), cancel
+	// binding): allow long statements, so that one mutation can cover a
+	// whole run's persons (each mutation rewrites every part it touches,
+	// so fewer is much cheaper).
+	return Statements(ctx), cancel
 }
 
 type batchResult struct {

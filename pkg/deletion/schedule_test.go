@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/personhub/personhub/pkg/chstore/statement"
 )
 
 func TestDefaultScheduleIsSundayFiveUTC(t *testing.T) {
@@ -110,6 +112,30 @@ func TestPlan(t *testing.T) {
 	big := Request{PersonID: ^uint64(0), RequestSeq: ^uint64(0)}
 	if n := maxListBytes / listBytes(big); n < 1000 {
 		t.Errorf("only %d persons of 20-digit ids fit a statement", n)
+	}
+}
+
+// TestDefaultPlanIsOneMutation: with the default settings a queue of
+// 100,000 persons of one project (person ids and sequences of a stream
+// ten billion messages long) is one batch, so one mutation per table:
+// each mutation rewrites every part it touches.
+func TestDefaultPlanIsOneMutation(t *testing.T) {
+	const n = 100_000
+	reqs := make([]Request, n)
+	for i := range reqs {
+		reqs[i] = Request{ProjectID: 7, PersonID: 9_000_000_000 + uint64(i)*7919, RequestSeq: 9_999_000_000 + uint64(i)}
+	}
+	cfg := DefaultConfig()
+	b := plan(reqs, cfg.BatchSize, maxListBytes)
+	if len(b) != 1 || len(b[0]) != n {
+		sizes := make([]int, len(b))
+		for i := range b {
+			sizes[i] = len(b[i])
+		}
+		t.Fatalf("%d persons planned as batches of %v, want one", n, sizes)
+	}
+	if maxListBytes >= statement.MaxQuerySize/2 {
+		t.Errorf("lists of up to %d bytes leave little room for the statement under max_query_size %d", maxListBytes, statement.MaxQuerySize)
 	}
 }
 

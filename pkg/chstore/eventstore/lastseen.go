@@ -119,8 +119,8 @@ func (s *Store) PurgedDistinctIDs(ctx context.Context, project uint64, targets [
 func (s *Store) DeleteLastSeen(ctx context.Context, project uint64, distinctIDs []string) error {
 	for start := 0; start < len(distinctIDs); start += statement.Chunk {
 		part := distinctIDs[start:min(start+statement.Chunk, len(distinctIDs))]
-		if err := s.conn.Exec(ctx, "ALTER TABLE person_last_seen DELETE WHERE project_id = ? AND distinct_id IN ?",
-			project, statement.Set(part)); err != nil {
+		if err := s.conn.Exec(ctx, "ALTER TABLE person_last_seen DELETE WHERE project_id = ? AND distinct_id IN "+statement.InArray("String"),
+			project, part); err != nil {
 			return fmt.Errorf("issue mutation on %s: %w", lastSeenTable, err)
 		}
 	}
@@ -183,8 +183,8 @@ func (s *Store) keptLastSeen(ctx context.Context, project uint64, distinctIDs []
 	for start := 0; start < len(distinctIDs); start += statement.Chunk {
 		part := distinctIDs[start:min(start+statement.Chunk, len(distinctIDs))]
 		rows, err := s.conn.Query(ctx, "SELECT distinct_id, max(toUInt32(timestamp)) FROM "+copyTable+
-			" WHERE project_id = ? AND distinct_id IN ?"+keptCopy+" GROUP BY distinct_id",
-			append([]any{project, statement.Set(part)}, copyArgs...)...)
+			" WHERE project_id = ? AND distinct_id IN "+statement.InArray("String")+keptCopy+" GROUP BY distinct_id",
+			append([]any{project, part}, copyArgs...)...)
 		if err != nil {
 			return nil, fmt.Errorf("read the kept events' last seen: %w", err)
 		}

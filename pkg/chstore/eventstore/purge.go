@@ -7,7 +7,6 @@ import (
 	"math"
 	"sync"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/ext"
 
 	"github.com/personhub/personhub/pkg/chstore/statement"
@@ -185,8 +184,7 @@ func (s *Store) Purge(ctx context.Context, project uint64, targets []PurgeTarget
 // transform, evaluated for every row the mutation reads, cost ~15% of the
 // mutations' wait in the bench's purge.
 func purgeWhere(project uint64, targets []PurgeTarget) (string, []any) {
-	var ids, seqs []uint64
-	var bounded, plain []any
+	var ids, seqs, plain []uint64
 	var maxSeq uint64
 	for _, t := range targets {
 		maxSeq = max(maxSeq, t.Seq)
@@ -195,30 +193,28 @@ func purgeWhere(project uint64, targets []PurgeTarget) (string, []any) {
 			continue
 		}
 		ids, seqs = append(ids, t.PersonID), append(seqs, t.Seq)
-		bounded = append(bounded, t.PersonID)
 	}
 	const transform = "seq <= transform(person_id, CAST(? AS Array(UInt64)), CAST(? AS Array(UInt64)), toUInt64(0))"
+	in := "person_id IN " + statement.InArray("UInt64")
 	switch {
-	case len(bounded) == 0:
-		return "project_id = ? AND person_id IN ? AND seq <= ?",
-			[]any{project, clickhouse.GroupSet{Value: plain}, maxSeq}
+	case len(ids) == 0:
+		return "project_id = ? AND " + in + " AND seq <= ?", []any{project, plain, maxSeq}
 	case len(plain) == 0:
-		return "project_id = ? AND person_id IN ? AND seq <= ? AND " + transform,
-			[]any{project, clickhouse.GroupSet{Value: bounded}, maxSeq, ids, seqs}
+		return "project_id = ? AND " + in + " AND seq <= ? AND " + transform, []any{project, ids, maxSeq, ids, seqs}
 	}
-	return "project_id = ? AND seq <= ? AND (person_id IN ? OR person_id IN ? AND " + transform + ")",
-		[]any{project, maxSeq, clickhouse.GroupSet{Value: plain}, clickhouse.GroupSet{Value: bounded}, ids, seqs}
+	return "project_id = ? AND seq <= ? AND (" + in + " OR " + in + " AND " + transform + ")",
+		[]any{project, maxSeq, plain, ids, ids, seqs}
 }
 
 // personsIn selects the hourly rows of the targets' persons (one
 // project) in the hours.
 func personsIn(project uint64, targets []PurgeTarget, hours Hours) (string, []any) {
-	set := make([]any, len(targets))
+	set := make([]uint64, len(targets))
 	for i, t := range targets {
 		set[i] = t.PersonID
 	}
 	cut, cargs := hours.cond("hour")
-	return "project_id = ? AND person_id IN ?" + cut, append([]any{project, clickhouse.GroupSet{Value: set}}, cargs...)
+	return "project_id = ? AND person_id IN " + statement.InArray("UInt64") + cut, append([]any{project, set}, cargs...)
 }
 
 // Mutations lists the mutations (table/id) of the purged tables that the

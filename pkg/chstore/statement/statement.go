@@ -92,6 +92,17 @@ func Args[T any](values []T) []any {
 // an array, which ClickHouse 18.16 does not accept after IN.
 func Set[T any](values []T) clickhouse.GroupSet { return clickhouse.GroupSet{Value: Args(values)} }
 
+// InArray is the operand of IN for a long list bound as a plain slice (the
+// driver writes it as one array literal, [1, 2, ...]) of the ClickHouse
+// type typ: `person_id IN `+InArray("UInt64"). On 18.16 every value of a
+// list bound with Set is an element of the statement's tree, and a
+// mutation analyses that tree again for each part it rewrites: with
+// 100,000 ids, 0.7 s a part, against 0.1 s a part for this form, whose
+// array is one element (and stays under max_ast_elements). The same set,
+// built once from the subquery, serves the primary key as an IN list
+// does.
+func InArray(typ string) string { return "(SELECT arrayJoin(CAST(? AS Array(" + typ + "))))" }
+
 // KeyTable is a lookup's keys as an external table of one column, key.
 // Spliced into the statement as an IN list, a batch's ids were parsed by
 // ClickHouse literal by literal (7.5% of its CPU in a profile of the
