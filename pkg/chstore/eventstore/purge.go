@@ -144,37 +144,50 @@ func (s *Store) PurgeCounts(ctx context.Context, project uint64, targets []Purge
 	return out, rows.Err()
 }
 
-// Purge issues the purge's three mutations side by side: ClickHouse
-// checks each one (its condition holds the targets' lists) before it
-// answers, which took seconds in a row. Their order does not matter to
-// the deleter, which verifies with PurgeCounts. Each is bounded by the
-// hours: ClickHouse skips the parts of other months by their partition's
-// range (a part a mutation does not touch is only linked, but finding
-// that out otherwise reads its person_id and seq), and the hourly counts
-// of other hours are left as they are. Purge returns when they are
-// issued; Mutations and UnfinishedMutations follow them.
+// Purge issues the purge's three mutations: those of the copy by
+// distinct id and of the hourly counts side by side, then that of events.
+// ClickHouse checks each one (its condition holds the targets' lists)
+// before it answers, which took seconds in a row. The copy goes before
+// events: an event of a target written again between the two is then
+// deleted from events and kept in the copy, where the next run's count
+// finds it and reads its distinct id for the last seen times (the other
+// way round, the copy lost it, and the next run deleted the event without
+// rewriting its id's last seen time). Each is bounded by the hours:
+// ClickHouse skips the parts of other months by their partition's range
+// (a part a mutation does not touch is only linked, but finding that out
+// otherwise reads its person_id and seq), and the hourly counts of other
+// hours are left as they are. Purge returns when they are issued;
+// Mutations and UnfinishedMutations follow them.
 func (s *Store) Purge(ctx context.Context, project uint64, targets []PurgeTarget, hours Hours) error {
 	where, args := purgeWhere(project, targets)
 	cut, cargs := hours.cond("timestamp")
 	where, args = where+cut, append(args, cargs...)
 	hw, hargs := personsIn(project, targets, hours)
-	stmts := []struct {
+	type mutation struct {
 		table, where string
 		args         []any
-	}{{copyTable, where, args}, {"events", where, args}, {hourlyTable, hw, hargs}}
-	errs := make([]error, len(stmts))
+	}
+	issue := func(m mutation) error {
+		if err := s.conn.Exec(ctx, "ALTER TABLE "+m.table+" DELETE WHERE "+m.where, m.args...); err != nil {
+			return fmt.Errorf("issue mutation on %s: %w", m.table, err)
+		}
+		return nil
+	}
+	first := []mutation{{copyTable, where, args}, {hourlyTable, hw, hargs}}
+	errs := make([]error, len(first))
 	var wg sync.WaitGroup
-	for i, m := range stmts {
+	for i, m := range first {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.conn.Exec(ctx, "ALTER TABLE "+m.table+" DELETE WHERE "+m.where, m.args...); err != nil {
-				errs[i] = fmt.Errorf("issue mutation on %s: %w", m.table, err)
-			}
+			errs[i] = issue(m)
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return issue(mutation{"events", where, args})
 }
 
 // purgeWhere selects the events of the targets (one project), each
