@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/ext"
 
 	"github.com/personhub/personhub/pkg/chstore/statement"
 )
@@ -24,10 +24,6 @@ func hourlyCounts(where string) string {
 		"WHERE visitParamHas(properties, '$actor') = 0 AND " + where +
 		" GROUP BY project_id, event, hour, distinct_id, person_id"
 }
-
-// astElements bounds the AST of restoreHourly's statement: a chunk
-// (statement.Chunk) of keys, each some 12 elements, with room to spare.
-const astElements = 16 * statement.Chunk
 
 // PersonHours selects the events rows of some persons of one project in
 // the hours [From, To) (Unix seconds, whole hours), or in every hour
@@ -88,40 +84,46 @@ func (s *Store) restoreHourly(ctx context.Context, rows []Row, written map[uint6
 		hour := r.Timestamp.Unix() - r.Timestamp.Unix()%3600
 		keys[key{r.Event, r.DistinctID, uint32(hour), r.PersonID}] = true
 	}
-	// Each key is a tuple of four in the statement, twice: some 12 AST
-	// elements a key, so a chunk of keys is far above max_ast_elements'
-	// default 50,000 (the statement failed at a full batch's 20k keys, and
-	// the ingester retried the batch for ever); raised for this statement
-	// only (both settings exist on 18.16 and 24.x).
-	ctx = statement.Bound(ctx, clickhouse.Settings{"max_ast_elements": astElements, "max_expanded_ast_elements": astElements})
+	// The keys go as an external table, one per project: spliced into the
+	// statement as tuples (twice), each key was some 12 elements of its
+	// tree, which 18.16 analysed for seconds a chunk of 50,000; a grown
+	// batch's restore exceeded the statement deadline each time, and an
+	// ingester whose grown batch was interrupted retried it for ever (the
+	// bench's ingest at ten times, on a loaded machine).
 	for project, keys := range byProject {
-		all := make([]any, 0, len(keys))
+		tbl, err := ext.NewTable("keys", ext.Column("event", "String"), ext.Column("hour", "UInt32"),
+			ext.Column("distinct_id", "String"), ext.Column("person_id", "UInt64"))
+		if err != nil {
+			return err
+		}
 		var minHour, maxHour uint32
+		first := true
 		for k := range keys {
-			all = append(all, clickhouse.GroupSet{Value: []any{k.event, k.hour, k.did, k.person}})
-			if len(all) == 1 || k.hour < minHour {
+			if err := tbl.Append(k.event, k.hour, k.did, k.person); err != nil {
+				return err
+			}
+			if first || k.hour < minHour {
 				minHour = k.hour
 			}
+			first = false
 			maxHour = max(maxHour, k.hour)
 		}
-		for start := 0; start < len(all); start += statement.Chunk {
-			part := clickhouse.GroupSet{Value: all[start:min(start+statement.Chunk, len(all))]}
-			// The hour range prunes both tables' month partitions; the
-			// keys select the rows.
-			counted := hourlyCounts("project_id = ? AND timestamp >= toDateTime(?) AND timestamp < toDateTime(?) " +
-				"AND (event, toUInt32(toStartOfHour(timestamp)), distinct_id, person_id) IN ?")
-			err := s.conn.Exec(ctx, `INSERT INTO events_hourly (project_id, event, hour, distinct_id, person_id, events)
-				SELECT project_id, event, hour, distinct_id, person_id, toUInt64(sum(d)) FROM (
-					SELECT project_id, event, hour, distinct_id, person_id, toInt64(n) AS d FROM (`+counted+`)
-					UNION ALL
-					SELECT project_id, event, hour, distinct_id, person_id, -toInt64(events) AS d FROM events_hourly
-					WHERE project_id = ? AND hour >= toDateTime(?) AND hour <= toDateTime(?)
-					  AND (event, toUInt32(hour), distinct_id, person_id) IN ?
-				) GROUP BY project_id, event, hour, distinct_id, person_id HAVING sum(d) != 0`,
-				project, minHour, maxHour+3600, part, project, minHour, maxHour, part)
-			if err != nil {
-				return fmt.Errorf("restore events_hourly: %w", err)
-			}
+		// The hour range prunes both tables' month partitions; the keys
+		// select the rows.
+		const in = " IN (SELECT event, hour, distinct_id, person_id FROM keys)"
+		counted := hourlyCounts("project_id = ? AND timestamp >= toDateTime(?) AND timestamp < toDateTime(?) " +
+			"AND (event, toUInt32(toStartOfHour(timestamp)), distinct_id, person_id)" + in)
+		err = s.conn.Exec(statement.WithExternalTables(ctx, tbl), `INSERT INTO events_hourly (project_id, event, hour, distinct_id, person_id, events)
+			SELECT project_id, event, hour, distinct_id, person_id, toUInt64(sum(d)) FROM (
+				SELECT project_id, event, hour, distinct_id, person_id, toInt64(n) AS d FROM (`+counted+`)
+				UNION ALL
+				SELECT project_id, event, hour, distinct_id, person_id, -toInt64(events) AS d FROM events_hourly
+				WHERE project_id = ? AND hour >= toDateTime(?) AND hour <= toDateTime(?)
+				  AND (event, toUInt32(hour), distinct_id, person_id)`+in+`
+			) GROUP BY project_id, event, hour, distinct_id, person_id HAVING sum(d) != 0`,
+			project, minHour, maxHour+3600, project, minHour, maxHour)
+		if err != nil {
+			return fmt.Errorf("restore events_hourly: %w", err)
 		}
 	}
 	return nil

@@ -80,9 +80,9 @@ func (s *Store) restoreLastSeen(ctx context.Context, rows []Row, written map[uin
 			part := sp.seqs[start:min(start+statement.Chunk, len(sp.seqs))]
 			err := s.conn.Exec(ctx, "INSERT INTO person_last_seen (project_id, distinct_id, seen_ms) "+
 				"SELECT project_id, distinct_id, max("+seenMs+") FROM events "+
-				"WHERE project_id = ? AND timestamp >= toDateTime(?) AND timestamp <= toDateTime(?) AND seq IN ? "+
+				"WHERE project_id = ? AND timestamp >= toDateTime(?) AND timestamp <= toDateTime(?) AND seq IN "+statement.InArray("UInt64")+" "+
 				"AND visitParamHas(properties, '$actor') = 0 GROUP BY project_id, distinct_id",
-				project, sp.minTime, sp.maxTime, statement.Set(part))
+				project, sp.minTime, sp.maxTime, part)
 			if err != nil {
 				return fmt.Errorf("restore person_last_seen: %w", err)
 			}

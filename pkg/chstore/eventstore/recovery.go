@@ -122,10 +122,10 @@ func (s *Store) RestoreCopies(ctx context.Context, rows []Row, written map[uint6
 			// command events are not copied.
 			err := s.conn.Exec(ctx, `INSERT INTO events_by_distinct_id (project_id, distinct_id, event, timestamp, uuid, person_id, seq)
 				SELECT project_id, distinct_id, event, timestamp, uuid, person_id, seq FROM events
-				WHERE project_id = ? AND timestamp >= toDateTime(?) AND timestamp <= toDateTime(?) AND seq IN ?
+				WHERE project_id = ? AND timestamp >= toDateTime(?) AND timestamp <= toDateTime(?) AND seq IN `+statement.InArray("UInt64")+`
 				  AND visitParamHas(properties, '$actor') = 0
-				  AND seq NOT IN (SELECT seq FROM events_by_distinct_id WHERE project_id = ? AND distinct_id IN ? AND seq >= ? AND seq <= ?)`,
-				project, minTime, maxTime, statement.Set(seqs), project, statement.Set(didList), lo, hi)
+				  AND seq NOT IN (SELECT seq FROM events_by_distinct_id WHERE project_id = ? AND distinct_id IN `+statement.InArray("String")+` AND seq >= ? AND seq <= ?)`,
+				project, minTime, maxTime, seqs, project, didList, lo, hi)
 			if err != nil {
 				return fmt.Errorf("restore events_by_distinct_id: %w", err)
 			}
