@@ -40,7 +40,7 @@ type PersonHours struct {
 // calls it for a batch's persons once their events are mutated, after it
 // deleted their hourly rows in those hours (pkg/deletion).
 func (s *Store) RebuildHourly(ctx context.Context, sel PersonHours) error {
-	where, args := "project_id = ? AND person_id IN ?", []any{sel.ProjectID, statement.Set(sel.PersonIDs)}
+	where, args := "project_id = ? AND person_id IN "+statement.InArray("UInt64"), []any{sel.ProjectID, sel.PersonIDs}
 	if !sel.AllHours {
 		where += " AND timestamp >= toDateTime(?) AND timestamp < toDateTime(?)"
 		args = append(args, sel.From, sel.To)
