@@ -76,8 +76,12 @@ func (s *server) run(st statement) (string, error) {
 	if len(st.external) == 0 {
 		body.WriteString(st.query)
 	} else {
-		params.Set("query", st.query)
 		mw := multipart.NewWriter(&body)
+		// The statement goes as a field of the form, not in the URL: a
+		// statement with long lists is past the server's URL length.
+		if err := mw.WriteField("query", st.query); err != nil {
+			return "", err
+		}
 		for _, e := range st.external {
 			params.Set(e.Name+"_structure", e.Structure)
 			params.Set(e.Name+"_format", "TabSeparated")

@@ -185,6 +185,10 @@ func (r *replay) plan(d *database, migration map[string]bool, seen map[string]in
 	return reads, proofs, writes
 }
 
+// formFieldTooLong is 18.16's answer to a form field (the statement, sent
+// with external tables) longer than its HTTP interface takes.
+const formFieldTooLong = "HTML Form Exception: Field value too long"
+
 func (r *replay) replayDatabase(t *testing.T, d *database, old *server, cur *inProcess, migration map[string]bool, seen map[string]int) {
 	reads, proofs, writes := r.plan(d, migration, seen)
 	if len(reads)+len(proofs)+len(writes) == 0 {
@@ -217,6 +221,9 @@ func (r *replay) replayDatabase(t *testing.T, d *database, old *server, cur *inP
 		switch {
 		case errOld != nil && errCur != nil && chstore.ErrorCode(errOld) == unknownDatabase:
 			r.skipped["names a database of another test, which the replay does not load"]++
+		case errOld != nil && errCur == nil && len(st.external) > 0 && strings.Contains(errOld.Error(), formFieldTooLong):
+			// The test ran it on 18.16 through the native protocol.
+			r.skipped["on 18.16: too long for its HTTP form with external tables (ran natively in its test); current ClickHouse ran it"]++
 		case errOld != nil && errCur != nil:
 			r.fail("%s: fails on both: %v\n\t%s", d.name, errOld, oneLine(q))
 		case errOld != nil:
