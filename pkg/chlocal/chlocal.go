@@ -146,6 +146,17 @@ func (s *Server) wait(ctx context.Context, limit time.Duration) error {
 	return fmt.Errorf("clickhouse-server did not listen on %s within %s", s.addr, limit)
 }
 
+// Exited reports, without waiting, whether the server has exited and
+// with what: a crash or the OOM killer during tests shows up here.
+func (s *Server) Exited() (bool, error) {
+	select {
+	case <-s.done:
+		return true, s.err
+	default:
+		return false, nil
+	}
+}
+
 // Stop asks the server to shut down and waits for it (killing it after 30s).
 func (s *Server) Stop() error {
 	if s.cmd.Process == nil {

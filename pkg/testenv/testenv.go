@@ -105,10 +105,33 @@ func Main(m *testing.M, after ...func()) {
 		}
 	}
 	if chSrv != nil {
+		if exited, err := chSrv.Exited(); exited {
+			reportDeadServer(err)
+			if code == 0 {
+				code = 1
+			}
+		}
 		chSrv.Stop()
 		os.RemoveAll(chDir)
 	}
 	os.Exit(code)
+}
+
+// reportDeadServer says that the shared server exited while the tests ran,
+// and how, with the end of its log: without it a crash, an abort or the
+// OOM killer shows only as "connection refused" in every later test.
+func reportDeadServer(err error) {
+	fmt.Fprintf(os.Stderr, "testenv: the tests' ClickHouse server exited during the tests: %v\n", err)
+	b, rerr := os.ReadFile(filepath.Join(chDir, "server.log"))
+	if rerr != nil {
+		fmt.Fprintf(os.Stderr, "testenv: its log: %v\n", rerr)
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 80 {
+		lines = lines[len(lines)-80:]
+	}
+	fmt.Fprintf(os.Stderr, "testenv: the last %d lines of its log:\n%s\n", len(lines), strings.Join(lines, "\n"))
 }
 
 // ClickHouse returns a store on a new, migrated database, dropped when the
