@@ -78,7 +78,7 @@ func insertSpread(t *testing.T, conn driver.Conn, from, to int) {
 	t.Helper()
 	if err := conn.Exec(context.Background(), `INSERT INTO events (project_id, uuid, event, distinct_id, person_id, person_uuid, timestamp, timestamp_ms, properties, seq)
 		SELECT 1 + number % 2, generateUUIDv4(), if(number % 3 = 0, '$set', 'view'), concat('d', toString(number % 7)), number % 7, generateUUIDv4(),
-		toDateTime('2026-03-01 00:00:00', 'UTC') + number * 3600, 0, if(number % 3 = 0, '{"$actor":1}', '{}'), number + 1
+		toDateTime('2026-03-01 00:00:00', 'UTC') + number * 3600, number % 1000, if(number % 3 = 0, '{"$actor":1}', '{}'), number + 1
 		FROM numbers(?) WHERE number >= ?`, to, from); err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +116,20 @@ func checkCopy(t *testing.T, conn driver.Conn, when string) {
 	}
 }
 
+// migration returns the migration of version v.
+func migration(t *testing.T, v uint32) chstore.Migration {
+	t.Helper()
+	migrations, err := chstore.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(migrations, func(m chstore.Migration) bool { return m.Version == v })
+	if i < 0 {
+		t.Fatalf("no migration %d", v)
+	}
+	return migrations[i]
+}
+
 // TestEventsByDistinctIDByMonth: migration 0019 leaves events_by_distinct_id
 // partitioned by month with the same rows, its view filling the new
 // table, and nothing else behind; interrupted after any of its statements,
@@ -124,15 +138,7 @@ func TestEventsByDistinctIDByMonth(t *testing.T) {
 	store := testenv.ClickHouse(t) // migrated
 	ctx := context.Background()
 	conn := store.Conn()
-	migrations, err := chstore.Migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := slices.IndexFunc(migrations, func(m chstore.Migration) bool { return m.Version == 19 })
-	if i < 0 {
-		t.Fatal("no migration 19")
-	}
-	m := migrations[i]
+	m := migration(t, 19)
 	if m.OnlyIf == "" {
 		t.Fatal("migration 19 has no condition (it must skip the cluster's Distributed table)")
 	}
@@ -178,5 +184,52 @@ func TestEventsByDistinctIDByMonth(t *testing.T) {
 		// The view writes into the table now of that name.
 		insertSpread(t, conn, 2000+cut*10, 2010+cut*10)
 		checkCopy(t, conn, "after the migration and an insert")
+	}
+}
+
+// TestEventsByDistinctIDWithMs: migration 0023 gives events_by_distinct_id
+// the events' milliseconds, for the rows stored before it (a copy as 0019
+// left it, without them) and those its view writes after; interrupted
+// after any of its statements, it runs again from the top to the same end.
+func TestEventsByDistinctIDWithMs(t *testing.T) {
+	store := testenv.ClickHouse(t) // migrated
+	ctx := context.Background()
+	conn := store.Conn()
+	m := migration(t, 23)
+	if m.OnlyIf == "" {
+		t.Fatal("migration 23 has no condition (it must skip the cluster's Distributed table)")
+	}
+	for _, st := range migration(t, 19).Statements { // the copy as it was before
+		if err := conn.Exec(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insertSpread(t, conn, 0, 2000)
+	const cols = "concat(toString(project_id), '/', distinct_id, '/', toString(timestamp), '/', toString(timestamp_ms), '/', toString(uuid), '/', toString(seq))"
+	for cut := range len(m.Statements) + 1 {
+		for _, st := range m.Statements[:cut] {
+			if err := conn.Exec(ctx, st); err != nil {
+				t.Fatalf("cut %d: %v", cut, err)
+			}
+		}
+		for _, st := range m.Statements {
+			if err := conn.Exec(ctx, st); err != nil {
+				t.Fatalf("cut %d, run again: %v", cut, err)
+			}
+		}
+		insertSpread(t, conn, 2000+cut*10, 2010+cut*10)
+		got := rowsOf(t, conn, "SELECT "+cols+" FROM events_by_distinct_id")
+		want := rowsOf(t, conn, "SELECT "+cols+" FROM events WHERE visitParamHas(properties, '$actor') = 0")
+		if len(want) == 0 || !maps.Equal(got, want) {
+			t.Fatalf("cut %d: copy has %d rows with their milliseconds, events %d without $actor", cut, len(got), len(want))
+		}
+		var left []string
+		for name := range rowsOf(t, conn, "SELECT name FROM system.tables WHERE database = currentDatabase() AND name LIKE 'events_by_distinct_id%'") {
+			left = append(left, name)
+		}
+		slices.Sort(left)
+		if strings.Join(left, " ") != "events_by_distinct_id events_by_distinct_id_mv" {
+			t.Fatalf("cut %d: tables %v", cut, left)
+		}
 	}
 }

@@ -52,11 +52,12 @@ func (r *Runner) rebuildFilteredLastSeen(ctx context.Context, sc eventstore.Filt
 
 // rewriteLastSeen deletes the rows of the distinct ids, reads their times
 // from the events kept (kept) while that mutation runs, waits for it,
-// then writes the times, and says how many ids it rewrote. The reads
-// overlap the mutation: they read events and their copy, which it does
-// not touch, and start after it is issued, so every event whose view row
-// it deletes is in what they read (an insert writes events before its
-// views).
+// then writes the times, and says how many ids it rewrote. The read
+// overlaps the mutation: it reads the copy by distinct id, which the
+// mutation does not touch, and starts after it is issued, so every event
+// whose row the mutation deletes is in what it reads, unless an insert
+// wrote that row before the event's copy and the read came between the
+// two (a window of one insert's views).
 func (r *Runner) rewriteLastSeen(ctx context.Context, project uint64, ids []string, kept func(context.Context) ([]eventstore.SeenAt, error)) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil

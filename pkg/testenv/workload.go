@@ -140,7 +140,7 @@ func StateQueries() []string {
 		// The copy by distinct id (schema 0009, a materialized view of
 		// events), newest rows as for events: physical rows depend on
 		// whether ClickHouse merged a resent uuid's copies yet.
-		"SELECT project_id, distinct_id, event, timestamp, uuid, person_id, seq FROM events_by_distinct_id FINAL ORDER BY seq, distinct_id",
+		"SELECT project_id, distinct_id, event, timestamp, timestamp_ms, uuid, person_id, seq FROM events_by_distinct_id FINAL ORDER BY seq, distinct_id",
 		// The counts per hour (schema 0014, a view of events): a sum per
 		// key, whatever the parts and merges; keys whose rows cancel
 		// (a recovery's correction) are none.

@@ -105,13 +105,12 @@ func (s *Store) FilteredDistinctIDs(ctx context.Context, sc FilterScope) ([]stri
 }
 
 // KeptFilteredLastSeen reads, for each of the distinct ids, the newest
-// time of its behaviour events the scope keeps (KeptLastSeen's two reads
-// by key). Both conditions read events, so it runs before the copies are
-// deleted.
+// time of its behaviour events the scope keeps (as KeptLastSeen, from the
+// copy by key). The copy's condition reads the scope's seqs from events,
+// so it runs before the events are deleted.
 func (s *Store) KeptFilteredLastSeen(ctx context.Context, sc FilterScope, distinctIDs []string) ([]SeenAt, error) {
 	cw, cargs := sc.copiesWhere()
-	ew, eargs := sc.where()
-	return s.keptLastSeen(ctx, sc.ProjectID, distinctIDs, " AND NOT ("+cw+")", cargs, " AND NOT ("+ew+")", eargs)
+	return s.keptLastSeen(ctx, sc.ProjectID, distinctIDs, " AND NOT ("+cw+")", cargs)
 }
 
 // HourlyRegion is a region of events_hourly: the keys of one project (of

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/ext"
 
 	"github.com/personhub/personhub/pkg/chstore/statement"
@@ -136,16 +135,13 @@ type SeenAt struct {
 // KeptLastSeen reads, for each of the distinct ids, the newest time of its
 // behaviour events that the purge of the targets in hours keeps (those of
 // other persons, or above a target's sequence): none for an id left
-// without events. Reads by key rather than a scan of the project's events:
-// the newest second of each id from the copy by distinct id (the copy has
-// no milliseconds), the uuids of the copy's rows of those seconds, then
-// those events, by their dates and uuids, for the milliseconds.
+// without events. One read of the copy by distinct id, by its key.
 func (s *Store) KeptLastSeen(ctx context.Context, project uint64, distinctIDs []string, targets []PurgeTarget, hours Hours) ([]SeenAt, error) {
 	where, wargs := purgeWhere(project, targets)
 	cut, cargs := hours.cond("timestamp")
 	kept := " AND NOT (" + where + cut + ")"
 	keptArgs := append(wargs, cargs...)
-	return s.keptLastSeen(ctx, project, distinctIDs, kept, keptArgs, kept, keptArgs)
+	return s.keptLastSeen(ctx, project, distinctIDs, kept, keptArgs)
 }
 
 // AddLastSeen writes the times into person_last_seen (of one project).
@@ -171,24 +167,11 @@ func (s *Store) AddLastSeen(ctx context.Context, project uint64, times []SeenAt)
 
 // keptLastSeen reads, for each of the distinct ids, the newest time of
 // its behaviour events that keptCopy (a condition over the copy by
-// distinct id, with its arguments) and kept (the same events as a
-// condition over events) select, as KeptLastSeen describes. The events
-// of those seconds are told behaviour by their uuids in the copy (which
-// holds the behaviour events alone), not by their properties: the widest
-// column, which the ids' events, spread over nearly every granule of the
-// dates read, had the read of events decompress almost whole (it took
-// about twice as long with it in the bench's purge).
-//
-// All the ids go in one pass, as external tables: the read of events
-// scans the columns of every date an id was last seen on, which for ids
-// spread over the project is nearly all of it, so a pass per chunk of
-// 50,000 ids scanned it once a chunk (four times for the 180k ids of the
-// bench's purge of 100k persons at ten times, 48 s of its 142). Spliced
-// as tuples, the pairs and uuids were also elements of the statement's
-// tree, which 18.16 analyses element by element: on 20M events and 159k
-// ids, one pass takes 10-12 s, where a chunk of the spliced form ran past
-// the store's 60-s read deadline.
-func (s *Store) keptLastSeen(ctx context.Context, project uint64, distinctIDs []string, keptCopy string, copyArgs []any, kept string, keptArgs []any) ([]SeenAt, error) {
+// distinct id, with its arguments) selects: one read of the copy by its
+// key, which holds the behaviour events alone and, since schema 0023,
+// their milliseconds. The ids go as an external table, not spliced into
+// the statement, whose tree 18.16 analyses element by element.
+func (s *Store) keptLastSeen(ctx context.Context, project uint64, distinctIDs []string, keptCopy string, copyArgs []any) ([]SeenAt, error) {
 	if len(distinctIDs) == 0 {
 		return nil, nil
 	}
@@ -199,58 +182,9 @@ func (s *Store) keptLastSeen(ctx context.Context, project uint64, distinctIDs []
 	if _, err := ids.Block().Columns[0].Append(distinctIDs); err != nil {
 		return nil, err
 	}
-	rows, err := s.conn.Query(statement.WithExternalTables(ctx, ids), "SELECT distinct_id, max(toUInt32(timestamp)) FROM "+copyTable+
+	rows, err := s.conn.Query(statement.WithExternalTables(ctx, ids), "SELECT distinct_id, max("+seenMs+") FROM "+copyTable+
 		" WHERE project_id = ? AND distinct_id IN ids"+keptCopy+" GROUP BY distinct_id",
 		append([]any{project}, copyArgs...)...)
-	if err != nil {
-		return nil, fmt.Errorf("read the kept events' last seen: %w", err)
-	}
-	seen, err := ext.NewTable("seen", ext.Column("distinct_id", "String"), ext.Column("sec", "UInt32"))
-	if err != nil {
-		rows.Close()
-		return nil, err
-	}
-	dates := map[string]bool{}
-	var lo, hi uint32
-	n := 0
-	for rows.Next() {
-		var id string
-		var sec uint32
-		if err := rows.Scan(&id, &sec); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if err := seen.Append(id, sec); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		dates[time.Unix(int64(sec), 0).UTC().Format(time.DateOnly)] = true
-		if n == 0 || sec < lo {
-			lo = sec
-		}
-		hi = max(hi, sec)
-		n++
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if n == 0 {
-		return nil, nil
-	}
-	days := make([]any, 0, len(dates))
-	for d := range dates {
-		days = append(days, d)
-	}
-	// The uuids of the copy's rows of each id's newest second select its
-	// events of that second; the dates and the seconds' range prune the
-	// events' partitions and granules.
-	rows, err = s.conn.Query(statement.WithExternalTables(ctx, seen), "SELECT distinct_id, max("+seenMs+") FROM events "+
-		"WHERE project_id = ? AND timestamp >= toDateTime(?) AND timestamp <= toDateTime(?) AND toDate(timestamp) IN ? "+
-		"AND distinct_id IN (SELECT distinct_id FROM seen) "+
-		"AND uuid IN (SELECT uuid FROM "+copyTable+" WHERE project_id = ? AND distinct_id IN (SELECT distinct_id FROM seen) "+
-		"AND (distinct_id, toUInt32(timestamp)) IN (SELECT distinct_id, sec FROM seen))"+kept+" GROUP BY distinct_id",
-		append([]any{project, lo, hi, clickhouse.GroupSet{Value: days}, project}, keptArgs...)...)
 	if err != nil {
 		return nil, fmt.Errorf("read the kept events' last seen: %w", err)
 	}

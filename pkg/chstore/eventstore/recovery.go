@@ -120,8 +120,8 @@ func (s *Store) RestoreCopies(ctx context.Context, rows []Row, written map[uint6
 			}
 			// The same filter as the view's (schema 0009): the API's
 			// command events are not copied.
-			err := s.conn.Exec(ctx, `INSERT INTO events_by_distinct_id (project_id, distinct_id, event, timestamp, uuid, person_id, seq)
-				SELECT project_id, distinct_id, event, timestamp, uuid, person_id, seq FROM events
+			err := s.conn.Exec(ctx, `INSERT INTO events_by_distinct_id (project_id, distinct_id, event, timestamp, timestamp_ms, uuid, person_id, seq)
+				SELECT project_id, distinct_id, event, timestamp, timestamp_ms, uuid, person_id, seq FROM events
 				WHERE project_id = ? AND timestamp >= toDateTime(?) AND timestamp <= toDateTime(?) AND seq IN `+statement.InArray("UInt64")+`
 				  AND visitParamHas(properties, '$actor') = 0
 				  AND seq NOT IN (SELECT seq FROM events_by_distinct_id WHERE project_id = ? AND distinct_id IN `+statement.InArray("String")+` AND seq >= ? AND seq <= ?)`,
