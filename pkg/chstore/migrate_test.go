@@ -130,6 +130,42 @@ func migration(t *testing.T, v uint32) chstore.Migration {
 	return migrations[i]
 }
 
+// cutAndRerun runs the first cut statements of m, as a run interrupted
+// after them, then m again, whole, as Migrate runs it (its condition
+// holding on a single server).
+func cutAndRerun(t *testing.T, conn driver.Conn, m chstore.Migration, cut int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, st := range m.Statements[:cut] {
+		if err := conn.Exec(ctx, st); err != nil {
+			t.Fatalf("cut %d: %v", cut, err)
+		}
+	}
+	var yes uint8
+	if err := conn.QueryRow(ctx, m.OnlyIf).Scan(&yes); err != nil || yes != 1 {
+		t.Fatalf("cut %d: condition %d, %v; want 1 on a single server", cut, yes, err)
+	}
+	for _, st := range m.Statements {
+		if err := conn.Exec(ctx, st); err != nil {
+			t.Fatalf("cut %d, run again: %v", cut, err)
+		}
+	}
+}
+
+// wantCopyTablesOnly fails unless the copy and its view are the only
+// tables of their name left: a rebuild leaves nothing behind.
+func wantCopyTablesOnly(t *testing.T, conn driver.Conn, cut int) {
+	t.Helper()
+	var left []string
+	for name := range rowsOf(t, conn, "SELECT name FROM system.tables WHERE database = currentDatabase() AND name LIKE 'events_by_distinct_id%'") {
+		left = append(left, name)
+	}
+	slices.Sort(left)
+	if strings.Join(left, " ") != "events_by_distinct_id events_by_distinct_id_mv" {
+		t.Fatalf("cut %d: tables %v", cut, left)
+	}
+}
+
 // TestEventsByDistinctIDByMonth: migration 0019 leaves events_by_distinct_id
 // partitioned by month with the same rows, its view filling the new
 // table, and nothing else behind; interrupted after any of its statements,
@@ -144,21 +180,7 @@ func TestEventsByDistinctIDByMonth(t *testing.T) {
 	}
 	insertSpread(t, conn, 0, 2000) // ~3 months
 	for cut := range len(m.Statements) + 1 {
-		for _, st := range m.Statements[:cut] {
-			if err := conn.Exec(ctx, st); err != nil {
-				t.Fatalf("cut %d: %v", cut, err)
-			}
-		}
-		// The migration again, whole, as Migrate runs it.
-		var yes uint8
-		if err := conn.QueryRow(ctx, m.OnlyIf).Scan(&yes); err != nil || yes != 1 {
-			t.Fatalf("cut %d: condition %d, %v; want 1 on a single server", cut, yes, err)
-		}
-		for _, st := range m.Statements {
-			if err := conn.Exec(ctx, st); err != nil {
-				t.Fatalf("cut %d, run again: %v", cut, err)
-			}
-		}
+		cutAndRerun(t, conn, m, cut)
 		var key string
 		if err := conn.QueryRow(ctx, "SELECT partition_key FROM system.tables WHERE database = currentDatabase() AND name = 'events_by_distinct_id'").Scan(&key); err != nil {
 			t.Fatal(err)
@@ -173,14 +195,7 @@ func TestEventsByDistinctIDByMonth(t *testing.T) {
 		if parts < 3 {
 			t.Fatalf("cut %d: %d partitions, want one a month (3)", cut, parts)
 		}
-		var left []string
-		for name := range rowsOf(t, conn, "SELECT name FROM system.tables WHERE database = currentDatabase() AND name LIKE 'events_by_distinct_id%'") {
-			left = append(left, name)
-		}
-		slices.Sort(left)
-		if strings.Join(left, " ") != "events_by_distinct_id events_by_distinct_id_mv" {
-			t.Fatalf("cut %d: tables %v", cut, left)
-		}
+		wantCopyTablesOnly(t, conn, cut)
 		// The view writes into the table now of that name.
 		insertSpread(t, conn, 2000+cut*10, 2010+cut*10)
 		checkCopy(t, conn, "after the migration and an insert")
@@ -207,29 +222,13 @@ func TestEventsByDistinctIDWithMs(t *testing.T) {
 	insertSpread(t, conn, 0, 2000)
 	const cols = "concat(toString(project_id), '/', distinct_id, '/', toString(timestamp), '/', toString(timestamp_ms), '/', toString(uuid), '/', toString(seq))"
 	for cut := range len(m.Statements) + 1 {
-		for _, st := range m.Statements[:cut] {
-			if err := conn.Exec(ctx, st); err != nil {
-				t.Fatalf("cut %d: %v", cut, err)
-			}
-		}
-		for _, st := range m.Statements {
-			if err := conn.Exec(ctx, st); err != nil {
-				t.Fatalf("cut %d, run again: %v", cut, err)
-			}
-		}
+		cutAndRerun(t, conn, m, cut)
 		insertSpread(t, conn, 2000+cut*10, 2010+cut*10)
 		got := rowsOf(t, conn, "SELECT "+cols+" FROM events_by_distinct_id")
 		want := rowsOf(t, conn, "SELECT "+cols+" FROM events WHERE visitParamHas(properties, '$actor') = 0")
 		if len(want) == 0 || !maps.Equal(got, want) {
 			t.Fatalf("cut %d: copy has %d rows with their milliseconds, events %d without $actor", cut, len(got), len(want))
 		}
-		var left []string
-		for name := range rowsOf(t, conn, "SELECT name FROM system.tables WHERE database = currentDatabase() AND name LIKE 'events_by_distinct_id%'") {
-			left = append(left, name)
-		}
-		slices.Sort(left)
-		if strings.Join(left, " ") != "events_by_distinct_id events_by_distinct_id_mv" {
-			t.Fatalf("cut %d: tables %v", cut, left)
-		}
+		wantCopyTablesOnly(t, conn, cut)
 	}
 }
