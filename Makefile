@@ -13,7 +13,11 @@ run: clickhouse
 ## then test/portability: the migrations and every statement the tests sent,
 ## replayed on current ClickHouse (chDB, in process) and 18.16 alike
 SQLRECORD ?= $(CURDIR)/.data/sql-record
+# The free space the tests need where TMPDIR points (their ClickHouse
+# servers, JetStream stores and builds); checked first.
+TEST_FREE_GIB ?= 4
 test: clickhouse test-clients promtool
+	@bash scripts/check-free-space.sh "$${TMPDIR:-/tmp}" $(TEST_FREE_GIB) "make test"
 	@bash scripts/install-chdb.sh >/dev/null
 	@bash scripts/install-geoip-db.sh >/dev/null
 	$(GO) vet ./...
@@ -53,8 +57,8 @@ bench: clickhouse
 	./bin/bench $(if $(QUICK),-quick) $(BENCHFLAGS)
 	$(GO) run ./bench/capture $(if $(QUICK),-events 20000 -rounds 1) $(BENCHCAPTUREFLAGS)
 
-## bench-scale: ten times the full run's data (S1-S7: 50M events, 10M persons; up to an hour and
-## ~50 GiB of disk where TMPDIR points); QUICK=1 runs a hundredth of it in a few minutes
+## bench-scale: ten times the full run's data (S1-S7: 50M events, 10M persons; about three hours
+## on two cores and ~50 GiB of disk where TMPDIR points); QUICK=1 runs a hundredth of it in a few minutes
 bench-scale: clickhouse
 	$(GO) build -o bin/bench ./bench
 	./bin/bench -scale 10 $(if $(QUICK),-quick) $(BENCHFLAGS)

@@ -218,9 +218,11 @@ func TestMakeFuzzRunsEveryTarget(t *testing.T) {
 	}
 	cmd := exec.Command("bash", "scripts/fuzz.sh", "list")
 	cmd.Dir = root
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("scripts/fuzz.sh list: %v\n%s", err, out)
+		t.Fatalf("scripts/fuzz.sh list: %v\n%s%s", err, out, stderr.String())
 	}
 	listed := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -451,6 +453,30 @@ func TestTablesHaveOneOwner(t *testing.T) {
 	for table := range tableOwners {
 		if !seen[table] {
 			t.Errorf("no statement of %s names %s: the owners map is stale", tableOwners[table], table)
+		}
+	}
+}
+
+// TestCheckFreeSpace: `make test`'s first step passes with the space it
+// needs free and stops, naming the folder and both amounts, without.
+func TestCheckFreeSpace(t *testing.T) {
+	dir := t.TempDir()
+	run := func(gib string) (string, error) {
+		cmd := exec.Command("bash", "scripts/check-free-space.sh", dir, gib, "the tests")
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("0"); err != nil {
+		t.Fatalf("0 GiB needed: %v\n%s", err, out)
+	}
+	out, err := run("1000000000")
+	if err == nil {
+		t.Fatalf("a billion GiB needed: passed\n%s", out)
+	}
+	for _, want := range []string{"the tests needs about 1000000000 GiB free in " + dir, "GiB. Free some space"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the message %q lacks %q", out, want)
 		}
 	}
 }
