@@ -117,6 +117,9 @@ type childProc struct {
 	http string   // its ops server
 	also []string // the rest of its READY line
 	done chan error
+
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // startIngester runs the bench binary as the ingester child.
@@ -168,16 +171,19 @@ func startChild(what string, args ...string) (*childProc, error) {
 }
 
 // stop sends SIGTERM (the ingester flushes the batch in hand; the API
-// drains its requests) and waits.
+// drains its requests) and waits. Stopping a stopped child returns the
+// first stop's result at once (its exit was read by that stop).
 func (p *childProc) stop() error {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		return err
-	case <-time.After(60 * time.Second):
-		_ = p.cmd.Process.Kill()
-		return fmt.Errorf("%s child did not stop within 60s; killed", p.what)
-	}
+	p.stopOnce.Do(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case p.stopErr = <-p.done:
+		case <-time.After(60 * time.Second):
+			_ = p.cmd.Process.Kill()
+			p.stopErr = fmt.Errorf("%s child did not stop within 60s; killed", p.what)
+		}
+	})
+	return p.stopErr
 }
 
 func (p *childProc) get(path string) (string, error) {

@@ -111,7 +111,7 @@ func main() {
 	}
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.IntVar(&o.scale, "scale", 0, "run S1-S7 alone at this multiple of the full run's size (10: 50M events over 50 days from 2M distinct ids, a list of 10M persons; up to an hour, ~40 GiB of disk); with -quick a hundredth of it")
+	fs.IntVar(&o.scale, "scale", 0, "run S1-S7 alone at this multiple of the full run's size (10: 50M events over 50 days from 2M distinct ids, a list of 10M persons: about two and a half hours on two cores, and the disk it checks for first); with -quick a hundredth of it")
 	fs.StringVar(&o.replot, "replot", "", "draw a scale run's plots again from its JSON results into -out, and run nothing")
 	fs.BoolVar(&o.quick, "quick", false, "small dataset (~50k events), under two minutes")
 	fs.BoolVar(&o.writeLane, "write-lane", ingest.DefaultConfig().WriteLane, "run the ingester with its write lane (its default): API writes folded ahead of the capture backlog (G6); -write-lane=false for the log order")

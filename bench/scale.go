@@ -254,8 +254,10 @@ func (s *session) scale(ctx context.Context) error {
 		}
 		s.checkpoint()
 	}
+	var compare func() error
 	if s.o.runs("s5") {
-		if err := s.scaleReplay(ctx); err != nil {
+		var err error
+		if compare, err = s.scaleReplay(ctx); err != nil {
 			s.scaleErr("S5", err)
 		}
 		s.checkpoint()
@@ -273,12 +275,26 @@ func (s *session) scale(ctx context.Context) error {
 			s.lg.f("purging the stream: %v", err)
 		}
 	}
+	// S5's comparison and S7 side by side: neither is timed, and they
+	// share the machine well. On 18.16 a FINAL reads in one thread, and
+	// most of the comparison is FINAL reads; S7 copies the tables into
+	// hand-tuned ones in the other. S6 deletes events, so it waits
+	// for both.
+	compared := make(chan error, 1)
+	if compare != nil {
+		go func() { compared <- compare() }()
+	} else {
+		compared <- nil
+	}
 	if s.o.runs("s7") {
 		if err := s.scaleDiskUse(ctx); err != nil {
 			s.scaleErr("S7", err)
 		}
-		s.checkpoint()
 	}
+	if err := <-compared; err != nil {
+		s.scaleErr("S5", err)
+	}
+	s.checkpoint()
 	if s.o.runs("s6") {
 		if err := s.scalePurges(ctx); err != nil {
 			s.scaleErr("S6", err)
@@ -307,8 +323,9 @@ func (s *session) checkpoint() {
 // databases of ~260 B per message each, parts not yet merged, with a
 // tenth more for the merges' new parts (a 10x run filled 57 GiB halfway
 // through its replay, uncompressed). The stream's
-// messages are purged after the replay, which makes room for the purge's
-// two copies and the hand-tuned tables.
+// messages are purged after the replay, which makes room for the
+// hand-tuned tables beside the replay's database (S7 runs during S5's
+// comparison) and, once that is dropped, for the purge's two copies.
 func (s *session) scaleDisk() error {
 	sp, sc := s.sp, s.res.Scale
 	var st syscall.Statfs_t
@@ -347,9 +364,14 @@ func dirBytes(dir string) uint64 {
 }
 
 // fillProject publishes $set events creating persons from..to-1 of a
-// project in chunks and waits for each chunk's commit.
+// project in chunks, one chunk ahead of the ingester: each chunk is
+// published before the one before it is waited for, so the ingester
+// always has the next chunk queued (waiting for each chunk before
+// publishing the next left it idle while the bench generated and
+// published), and at most two chunks are held uncommitted. It returns
+// once the last chunk is committed.
 func (s *session) fillProject(ctx context.Context, project uint64, g *generator, from, to int) (uint64, error) {
-	var last uint64
+	var pending uint64
 	for filled := from; filled < to; {
 		n := min(fillChunk, to-filled)
 		events := make([]genEvent, n)
@@ -360,12 +382,19 @@ func (s *session) fillProject(ctx context.Context, project uint64, g *generator,
 		if err != nil {
 			return 0, err
 		}
-		if err := s.watcher.Wait(ctx, pr.lastSeq, time.Hour); err != nil {
+		if pending > 0 {
+			if err := s.watcher.Wait(ctx, pending, time.Hour); err != nil {
+				return 0, err
+			}
+		}
+		filled, pending = filled+n, pr.lastSeq
+	}
+	if pending > 0 {
+		if err := s.watcher.Wait(ctx, pending, time.Hour); err != nil {
 			return 0, err
 		}
-		filled, last = filled+n, pr.lastSeq
 	}
-	return last, nil
+	return pending, nil
 }
 
 // scalePublish generates and publishes the main events in chunks (50M

@@ -80,19 +80,25 @@ type TableSum struct {
 	Sum        uint64 `json:"sum"`
 	ReplayRows uint64 `json:"replay_rows"`
 	ReplaySum  uint64 `json:"replay_sum"`
+	// Seconds the query took over both databases.
+	Seconds float64 `json:"seconds,omitempty"`
 }
 
 const replayDB = "bench_replay"
 
-func (s *session) scaleReplay(ctx context.Context) error {
+// scaleReplay is S5's replay: a second ingester rebuilds every table
+// from the log into a database of its own, alone on the machine while it
+// is timed. It returns the comparison of the two databases to run next
+// (which drops the replay's database), or an error.
+func (s *session) scaleReplay(ctx context.Context) (compare func() error, err error) {
 	last, err := s.lastSeq(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Only the replay's ingester runs while it is timed; the main one
 	// runs again after, for the phases that follow, whatever happened.
 	if err := s.ing.stop(); err != nil {
-		return err
+		return nil, err
 	}
 	s.ing = nil
 	defer func() {
@@ -103,24 +109,33 @@ func (s *session) scaleReplay(ctx context.Context) error {
 	}()
 	db, err := s.ch.openDB(ctx, replayDB)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer db.Close()
-	defer dropDB(context.WithoutCancel(ctx), s.ch, replayDB)
+	// The replay's database goes once it is compared, or now when
+	// there is nothing to compare.
+	drop := func() {
+		db.Close()
+		dropDB(context.WithoutCancel(ctx), s.ch, replayDB)
+	}
+	defer func() {
+		if compare == nil {
+			drop()
+		}
+	}()
 	cfg := s.cfg
 	cfg.Consumer = "bench_replay"
 	kv, err := progress.Open(ctx, s.n.js)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	w, err := progress.Watch(ctx, kv, cfg.Consumer)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer w.Stop()
 	ing, err := startIngester(s.n.url, s.ch.addr, replayDB, filepath.Join(s.tmp, "ingester-replay.log"), cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() { _ = ing.stop() }()
 	s.lg.f("S5: replaying %d messages into %s", last, replayDB)
@@ -137,31 +152,45 @@ func (s *session) scaleReplay(ctx context.Context) error {
 			rp.Committed = p.Events
 			rp.Rate = rate(int(p.Events), time.Duration(p.Seconds*float64(time.Second)))
 		}
-		return err
+		return nil, err
 	}
 	rp.Committed, rp.Finished = last, true
 	rp.Rate = rate(int(last), time.Since(start))
 	if err := ing.stop(); err != nil {
-		return err
+		return nil, err
 	}
-	s.lg.f("S5: replayed at %.0f messages/s; comparing the tables", rp.Rate.PerSecond)
+	s.lg.f("S5: replayed at %.0f messages/s", rp.Rate.PerSecond)
+	return func() error {
+		defer drop()
+		return s.compareReplay(ctx, rp)
+	}, nil
+}
+
+// compareReplay runs every state query over the bench's database and the
+// replay's and records their rows and sums in rp.
+func (s *session) compareReplay(ctx context.Context, rp *ScaleReplay) error {
+	s.lg.f("S5: comparing the tables")
 	rp.Identical = true
 	for _, q := range testenv.StateQueries() {
 		// One database after the other: two of these side by side (the
 		// hourly sums group 60M rows by five keys) took 23.7 GB of
 		// ClickHouse's memory at ten times, and the kernel killed it.
+		start := time.Now()
 		sum := TableSum{Query: q}
+		var err error
 		if sum.Rows, sum.Sum, err = s.stateSum(ctx, benchDB, q); err == nil {
 			sum.ReplayRows, sum.ReplaySum, err = s.stateSum(ctx, replayDB, q)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", q, err)
 		}
+		sum.Seconds = time.Since(start).Seconds()
 		rp.Tables = append(rp.Tables, sum)
 		if sum.Rows != sum.ReplayRows || sum.Sum != sum.ReplaySum {
 			rp.Identical = false
 			s.lg.f("S5: differs: %s: %d rows (sum %x) vs %d (sum %x)", firstLine(q), sum.Rows, sum.Sum, sum.ReplayRows, sum.ReplaySum)
 		}
+		s.lg.f("S5: %s: %d rows, %.0fs for both", firstLine(q), sum.Rows, sum.Seconds)
 	}
 	s.lg.f("S5: %d state queries, identical: %v", len(rp.Tables), rp.Identical)
 	return nil
