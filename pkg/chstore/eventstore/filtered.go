@@ -98,10 +98,11 @@ func (s *Store) DeleteFiltered(ctx context.Context, sc FilterScope) error {
 }
 
 // FilteredDistinctIDs returns the distinct ids of the scope's events: the
-// ids whose last seen times (person_last_seen) the deletion may change.
+// ids whose last seen times (person_last_seen) the deletion may change,
+// grouped rather than DISTINCT as PurgedDistinctIDs says.
 func (s *Store) FilteredDistinctIDs(ctx context.Context, sc FilterScope) ([]string, error) {
 	w, args := sc.where()
-	return s.strings(ctx, "SELECT DISTINCT distinct_id FROM events WHERE "+w, args...)
+	return s.strings(ctx, "SELECT distinct_id FROM events WHERE "+w+" GROUP BY distinct_id", args...)
 }
 
 // KeptFilteredLastSeen reads, for each of the distinct ids, the newest

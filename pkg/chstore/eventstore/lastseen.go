@@ -103,11 +103,14 @@ func (s *Store) restoreLastSeen(ctx context.Context, rows []Row, written map[uin
 
 // PurgedDistinctIDs returns the distinct ids of the behaviour events the
 // purge of the targets in hours deletes, read from their copy by distinct
-// id (it holds exactly the events the view of schema 0020 reads).
+// id (it holds exactly the events the view of schema 0020 reads). GROUP
+// BY, not DISTINCT: on ClickHouse 18.16 a DISTINCT whose WHERE holds an
+// IN (subquery), as statement.InArray writes it, dedupes each thread's
+// stream alone and returns an id once per thread that read it.
 func (s *Store) PurgedDistinctIDs(ctx context.Context, project uint64, targets []PurgeTarget, hours Hours) ([]string, error) {
 	where, args := purgeWhere(project, targets)
 	cut, cargs := hours.cond("timestamp")
-	return s.strings(ctx, "SELECT DISTINCT distinct_id FROM "+copyTable+" WHERE "+where+cut, append(args, cargs...)...)
+	return s.strings(ctx, "SELECT distinct_id FROM "+copyTable+" WHERE "+where+cut+" GROUP BY distinct_id", append(args, cargs...)...)
 }
 
 // DeleteLastSeen issues the mutation that deletes the rows of the distinct
