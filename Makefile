@@ -57,7 +57,7 @@ bench: clickhouse
 	./bin/bench $(if $(QUICK),-quick) $(BENCHFLAGS)
 	$(GO) run ./bench/capture $(if $(QUICK),-events 20000 -rounds 1) $(BENCHCAPTUREFLAGS)
 
-## bench-scale: ten times the full run's data (S1-S7: 50M events, 10M persons; about three hours
+## bench-scale: ten times the full run's data (S1-S7: 50M events, 10M persons; about two and a half hours
 ## on two cores and ~50 GiB of disk where TMPDIR points); QUICK=1 runs a hundredth of it in a few minutes
 bench-scale: clickhouse
 	$(GO) build -o bin/bench ./bench
