@@ -11,21 +11,10 @@ cd "$(dirname "$0")/.."
 have() { command -v "$1" >/dev/null 2>&1; }
 
 if ! have chromium && ! have chromium-browser; then
-  if ! have apt-get; then
-    echo "Chromium is missing and this is not a Debian-like system: install chromium (the capture browser test runs it)." >&2
-    exit 1
-  fi
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then
-    if have sudo; then SUDO="sudo"; else
-      echo "Chromium is missing; run as root: apt-get install -y chromium" >&2
-      exit 1
-    fi
-  fi
-  echo "Installing Debian's chromium package..." >&2
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
-  echo "chromium installed." >&2
+  # shellcheck source=scripts/lib/apt.sh
+  . scripts/lib/apt.sh
+  # With its recommended packages (fonts among them) as before.
+  APT_RECOMMENDS=1 apt_install "posthog-js's capture test runs in it" chromium
 fi
 
 if ! have node || ! have npm; then
