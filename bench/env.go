@@ -27,9 +27,12 @@ type chServer struct {
 	pid     int // 0 when the server process is not visible from here
 	srv     *chlocal.Server
 	version string
+	// queryLog: the server logs every statement to system.query_log (a
+	// server this bench started, for a scale run: S3's breakdown).
+	queryLog bool
 }
 
-func startClickHouse(ctx context.Context, dir string) (*chServer, error) {
+func startClickHouse(ctx context.Context, dir string, queryLog bool) (*chServer, error) {
 	ch := &chServer{}
 	if a := os.Getenv("CLICKHOUSE_ADDR"); a != "" {
 		ch.addr = a
@@ -44,11 +47,15 @@ func startClickHouse(ctx context.Context, dir string) (*chServer, error) {
 		}
 		sctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		defer cancel()
-		srv, err := chlocal.Start(sctx, chDir, 0, 0, log)
+		var opts []chlocal.Option
+		if queryLog {
+			opts = append(opts, chlocal.WithQueryLog())
+		}
+		srv, err := chlocal.Start(sctx, chDir, 0, 0, log, opts...)
 		if err != nil {
 			return nil, err
 		}
-		ch.srv, ch.addr = srv, srv.Addr()
+		ch.srv, ch.addr, ch.queryLog = srv, srv.Addr(), queryLog
 	}
 	_, port, err := net.SplitHostPort(ch.addr)
 	if err != nil {

@@ -129,7 +129,7 @@ func main() {
 	var ceiling int64
 	fs.Int64Var(&ceiling, "rss-ceiling-mib", 1024, "documented ingester RSS ceiling (G8) at the default max-cached-persons")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (ClickHouse and NATS data, logs)")
-	fs.StringVar(&o.only, "only", "", "run one phase: g1 (raw consume and the ingest alone, no fill), g10, g5 (the reads, G4 and G5, and G5f), g7 (the purge), or g9 (ingest without a transformation, with a trivial one, with one dropping half and with the user-agent plugin, nothing else); for g10, g5 and g7 the persons are still ingested and filled first, and they combine (-only g10,g7: the purge over G10's events too, as in a full run). With -scale: s5, s6 or s7, combined as s6,s7: the events are published and ingested (S1's rate, without the raw consume), the list project filled for s7, and only those phases follow (s6 at its largest size)")
+	fs.StringVar(&o.only, "only", "", "run one phase: g1 (raw consume and the ingest alone, no fill), g10, g5 (the reads, G4 and G5, and G5f), g7 (the purge), or g9 (ingest without a transformation, with a trivial one, with one dropping half and with the user-agent plugin, nothing else); for g10, g5 and g7 the persons are still ingested and filled first, and they combine (-only g10,g7: the purge over G10's events too, as in a full run). With -scale: s3 alone (the list project filled to the reference size and read, then to its full size and read again, nothing else), or s5, s6 or s7, combined as s6,s7: the events are published and ingested (S1's rate, without the raw consume), the list project filled for s7, and only those phases follow (s6 at its largest size)")
 	fs.IntVar(&o.purgeRuns, "purge-runs", 1, "G7: purge fresh copies of the tables this many times, raw and deleter back to back each time (the first pair is G7's row; all are logged and kept in the JSON)")
 	fs.StringVar(&o.g5fSizes, "g5f-sizes", "", "G5f's project sizes in persons, comma-separated (default 100000,1000000,5000000; quick 100000; \"none\" skips G5f)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -217,7 +217,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	lg.f("starting ClickHouse and JetStream")
-	ch, err := startClickHouse(ctx, tmp)
+	ch, err := startClickHouse(ctx, tmp, o.scale > 0)
 	if err != nil {
 		return err
 	}
@@ -315,9 +315,12 @@ func checkOnly(only string, scale int) error {
 		return nil
 	}
 	if scale > 0 {
+		if only == "s3" {
+			return nil
+		}
 		for _, ph := range strings.Split(only, ",") {
 			if ph != "s5" && ph != "s6" && ph != "s7" {
-				return fmt.Errorf("-only %q with -scale: the phases that run without the others are s5, s6 and s7, alone or combined (s6,s7)", only)
+				return fmt.Errorf("-only %q with -scale: the phases that run without the others are s3 alone, and s5, s6 and s7, alone or combined (s6,s7)", only)
 			}
 		}
 		return nil

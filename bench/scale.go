@@ -122,6 +122,8 @@ type ScalePoint struct {
 type ScaleList struct {
 	Persons uint64    `json:"persons"`
 	Reads   []Latency `json:"reads"`
+	// Each API list read alone: the statements it sent (scaleBreakdown).
+	Statements []ReadStatement `json:"statements,omitempty"`
 }
 
 // s2Ref is the persons at S2's reference peak (results from before
@@ -148,6 +150,9 @@ func (s *session) scale(ctx context.Context) error {
 	sc := &Scale{Factor: sp.factor, Events: sp.events, DistinctIDs: sp.ids, Days: sp.days, ListPersons: sp.persons,
 		RefPersons: sp.refPersons, MaxCachedPersons: s.cfg.MaxCachedPersons}
 	s.res.Scale = sc
+	if s.o.only == "s3" {
+		return s.scaleListsAlone(ctx)
+	}
 	if err := s.scaleDisk(); err != nil {
 		return err
 	}
@@ -299,6 +304,40 @@ func (s *session) scale(ctx context.Context) error {
 		if err := s.scalePurges(ctx); err != nil {
 			s.scaleErr("S6", err)
 		}
+	}
+	s.scalePlots()
+	return ctx.Err()
+}
+
+// scaleListsAlone is `-only s3`: the list project filled to the
+// reference size and read, then filled to its full size and read again,
+// with no events of the main project beside it (S1-S2, S4-S7 do not
+// run). Its persons need a few GB, which the full run's disk check
+// would overstate.
+func (s *session) scaleListsAlone(ctx context.Context) error {
+	list, err := s.cp.CreateProject(ctx, s.orgID, "scale-list")
+	if err != nil {
+		return err
+	}
+	if err := s.startReaders(ctx); err != nil {
+		return err
+	}
+	if s.ing, err = startIngester(s.n.url, s.ch.addr, benchDB, filepath.Join(s.tmp, "ingester-ref.log"), s.cfg); err != nil {
+		return err
+	}
+	g := newGenerator(s.o.seed+13, 1)
+	filled := 0
+	for _, size := range []int{s.sp.refPersons, s.sp.persons} {
+		start := time.Now()
+		if _, err := s.fillProject(ctx, list.ID, g, filled, size); err != nil {
+			return fmt.Errorf("filling the list project: %w", err)
+		}
+		s.lg.f("S3: the list project filled to %d persons (%.0f persons/s)", size, float64(size-filled)/time.Since(start).Seconds())
+		filled = size
+		if err := s.scaleLists(ctx, list.ID); err != nil {
+			s.scaleErr(fmt.Sprintf("S3 at %d persons", size), err)
+		}
+		s.checkpoint()
 	}
 	s.scalePlots()
 	return ctx.Err()
@@ -663,21 +702,23 @@ func (s *session) scaleLists(ctx context.Context, project uint64) error {
 	}
 	a := s.api
 	pr := func(i int) probe { return probes[i%len(probes)] }
-	ls := measureSet(ctx, "idle", 1, s.sp.reads,
-		namedOp{name: nameGetG5 + layerRaw, op: ops.rawGet},
-		namedOp{name: nameList + layerAPI, op: ops.list},
-		namedOp{name: nameListEmail + layerAPI, op: a.listOp(project, func(i int) string { return "email=" + url.QueryEscape(pr(i).email) })},
-		namedOp{name: nameListDistinctID + layerAPI, op: a.listOp(project, func(i int) string { return "distinct_id=" + url.QueryEscape(pr(i).distinctID) })},
-		namedOp{name: nameListSearchMail + layerAPI, op: a.listOp(project, func(i int) string {
+	keyed := []namedOp{
+		{name: nameList + layerAPI, op: ops.list},
+		{name: nameListEmail + layerAPI, op: a.listOp(project, func(i int) string { return "email=" + url.QueryEscape(pr(i).email) })},
+		{name: nameListDistinctID + layerAPI, op: a.listOp(project, func(i int) string { return "distinct_id=" + url.QueryEscape(pr(i).distinctID) })},
+		{name: nameListSearchMail + layerAPI, op: a.listOp(project, func(i int) string {
 			e := pr(i).email
 			return "search=" + url.QueryEscape(e[:strings.IndexByte(e, '@')+1])
 		})},
-		namedOp{name: nameScan + layerRaw, op: ops.scan},
-		namedOp{name: nameListFiltered + layerAPI, op: ops.filtered})
+	}
+	set := append([]namedOp{{name: nameGetG5 + layerRaw, op: ops.rawGet}}, keyed...)
+	set = append(set, namedOp{name: nameScan + layerRaw, op: ops.scan}, namedOp{name: nameListFiltered + layerAPI, op: ops.filtered})
+	ls := measureSet(ctx, "idle", 1, s.sp.reads, set...)
 	pt := ScaleList{Persons: s.count(ctx, "SELECT count() FROM persons FINAL WHERE project_id = ? AND is_deleted = 0", project), Reads: ls}
 	for _, l := range ls {
 		s.lg.f("S3 %d persons: %s", pt.Persons, l)
 	}
+	pt.Statements = s.scaleBreakdown(ctx, pt.Persons, keyed)
 	s.res.Scale.Lists = append(s.res.Scale.Lists, pt)
 	return nil
 }
