@@ -20,6 +20,10 @@ type ReadStatement struct {
 	P99Ms     float64 `json:"p99_ms"`
 	ReadRows  float64 `json:"read_rows"`  // mean per call
 	ReadBytes float64 `json:"read_bytes"` // mean per call
+	// The parts and marks (granules) its reads selected, mean per call,
+	// from query_log's profile events.
+	SelectedParts float64 `json:"selected_parts"`
+	SelectedMarks float64 `json:"selected_marks"`
 }
 
 // s3BreakdownCalls is the calls of each read in its breakdown window.
@@ -70,8 +74,8 @@ func (s *session) scaleBreakdown(ctx context.Context, persons uint64, reads []na
 			continue
 		}
 		for _, st := range sts {
-			s.lg.f("S3 breakdown %d persons, %s: %d× %.2f ms mean, p99 %.2f ms, %.0f rows, %.0f B read: %s",
-				persons, w.read, st.Calls, st.MeanMs, st.P99Ms, st.ReadRows, st.ReadBytes, st.Statement)
+			s.lg.f("S3 breakdown %d persons, %s: %d× %.2f ms mean, p99 %.2f ms, %.0f rows, %.0f B read, %.1f parts, %.1f marks selected: %s",
+				persons, w.read, st.Calls, st.MeanMs, st.P99Ms, st.ReadRows, st.ReadBytes, st.SelectedParts, st.SelectedMarks, st.Statement)
 		}
 		out = append(out, sts...)
 	}
@@ -81,7 +85,9 @@ func (s *session) scaleBreakdown(ctx context.Context, persons uint64, reads []na
 // windowStatements groups the statements that finished in w's window by
 // shape, keeping those sent on at least a tenth of the read's calls.
 func (s *session) windowStatements(ctx context.Context, w readWindow) ([]ReadStatement, error) {
-	rows, err := s.store.Conn().Query(rawCtx(ctx), `SELECT query, query_duration_ms, read_rows, read_bytes
+	rows, err := s.store.Conn().Query(rawCtx(ctx), `SELECT query, query_duration_ms, read_rows, read_bytes,
+  ProfileEvents.Values[indexOf(ProfileEvents.Names, 'SelectedParts')],
+  ProfileEvents.Values[indexOf(ProfileEvents.Names, 'SelectedMarks')]
 FROM system.query_log
 WHERE type = 2 AND query_start_time >= toDateTime(?) AND query_start_time <= toDateTime(?)
   AND query NOT LIKE '%system.query_log%'`, w.from.Unix(), w.till.Unix())
@@ -90,14 +96,14 @@ WHERE type = 2 AND query_start_time >= toDateTime(?) AND query_start_time <= toD
 	}
 	defer rows.Close()
 	type acc struct {
-		ms          []float64
-		rows, bytes float64
+		ms                        []float64
+		rows, bytes, parts, marks float64
 	}
 	by := map[string]*acc{}
 	for rows.Next() {
 		var q string
-		var ms, rr, rb uint64
-		if err := rows.Scan(&q, &ms, &rr, &rb); err != nil {
+		var ms, rr, rb, parts, marks uint64
+		if err := rows.Scan(&q, &ms, &rr, &rb, &parts, &marks); err != nil {
 			return nil, err
 		}
 		k := statementShape(q)
@@ -109,6 +115,8 @@ WHERE type = 2 AND query_start_time >= toDateTime(?) AND query_start_time <= toD
 		a.ms = append(a.ms, float64(ms))
 		a.rows += float64(rr)
 		a.bytes += float64(rb)
+		a.parts += float64(parts)
+		a.marks += float64(marks)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -125,7 +133,8 @@ WHERE type = 2 AND query_start_time >= toDateTime(?) AND query_start_time <= toD
 			sum += v
 		}
 		out = append(out, ReadStatement{Read: w.read, Statement: k, Calls: n, MeanMs: sum / float64(n),
-			P99Ms: a.ms[min(n-1, n*99/100)], ReadRows: a.rows / float64(n), ReadBytes: a.bytes / float64(n)})
+			P99Ms: a.ms[min(n-1, n*99/100)], ReadRows: a.rows / float64(n), ReadBytes: a.bytes / float64(n),
+			SelectedParts: a.parts / float64(n), SelectedMarks: a.marks / float64(n)})
 	}
 	slices.SortFunc(out, func(a, b ReadStatement) int { return -cmpFloat(a.MeanMs*float64(a.Calls), b.MeanMs*float64(b.Calls)) })
 	return out, nil

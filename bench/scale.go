@@ -122,8 +122,10 @@ type ScalePoint struct {
 type ScaleList struct {
 	Persons uint64    `json:"persons"`
 	Reads   []Latency `json:"reads"`
-	// Each API list read alone: the statements it sent (scaleBreakdown).
+	// Each API list read alone: the statements it sent (scaleBreakdown),
+	// and the active parts and rows of the tables they read then.
 	Statements []ReadStatement `json:"statements,omitempty"`
+	Tables     []TableDisk     `json:"tables,omitempty"`
 }
 
 // s2Ref is the persons at S2's reference peak (results from before
@@ -719,6 +721,14 @@ func (s *session) scaleLists(ctx context.Context, project uint64) error {
 		s.lg.f("S3 %d persons: %s", pt.Persons, l)
 	}
 	pt.Statements = s.scaleBreakdown(ctx, pt.Persons, keyed)
+	if tables, err := tableDisk(ctx, s, benchDB); err == nil {
+		for _, t := range tables {
+			if strings.HasPrefix(t.Table, "person") {
+				pt.Tables = append(pt.Tables, t)
+				s.lg.f("S3 %d persons: table %s, %d active parts, %d rows", pt.Persons, t.Table, t.Parts, t.Rows)
+			}
+		}
+	}
 	s.res.Scale.Lists = append(s.res.Scale.Lists, pt)
 	return nil
 }
