@@ -61,6 +61,11 @@ func (s *session) scaleBreakdown(ctx context.Context, persons uint64, reads []na
 		l := summarize(sm.lat)
 		s.lg.f("S3 breakdown %d persons, %s alone: %d calls, p50 %.2f ms, p99 %.2f ms", persons, w.read, l.N, l.P50ms, l.P99ms)
 	}
+	// The API's heap after the reads: what it holds at this size (its
+	// caches), which its collections mark.
+	_ = s.api.proc.heapProfile(s.profile(fmt.Sprintf("api-s3-%dk.heap.pprof", persons/1000)))
+	s.lg.f("S3 breakdown %d persons: the API's heap in use %.0f MiB, %.0f GC cycles so far", persons,
+		s.api.proc.metric("go_memstats_heap_inuse_bytes")/(1<<20), s.api.proc.metric("go_gc_duration_seconds_count"))
 	time.Sleep(1100 * time.Millisecond)
 	if err := s.store.Conn().Exec(rawCtx(ctx), "SYSTEM FLUSH LOGS"); err != nil {
 		s.lg.f("S3 breakdown: flushing query_log: %v", err)
