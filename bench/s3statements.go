@@ -156,19 +156,19 @@ func cmpFloat(a, b float64) int {
 }
 
 var (
-	shapeString = regexp.MustCompile(`'(?:[^'\\]|\\.)*'`)
+	shapeString = regexp.MustCompile(`'(?:[^'\\]|\\.|'')*'`)
 	shapeNumber = regexp.MustCompile(`\b\d+(?:\.\d+)?\b`)
-	shapeList   = regexp.MustCompile(`\?(?:\s*,\s*\?)+`)
+	shapeList   = regexp.MustCompile(`\(\s*\?(?:\s*,\s*\?)*\s*\)`)
 	shapeSpace  = regexp.MustCompile(`\s+`)
 )
 
-// statementShape is a statement with its literals as ? and lists of
-// them as one …, so the calls of one statement with different values
-// group together.
+// statementShape is a statement with its literals as ? and a
+// parenthesised list of them, of any length, as (…), so the calls of one
+// statement with different values group together.
 func statementShape(q string) string {
 	q = shapeString.ReplaceAllString(q, "?")
 	q = shapeNumber.ReplaceAllString(q, "?")
-	q = shapeList.ReplaceAllString(q, "…")
+	q = shapeList.ReplaceAllString(q, "(…)")
 	return strings.TrimSpace(shapeSpace.ReplaceAllString(q, " "))
 }
 
