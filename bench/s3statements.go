@@ -90,9 +90,9 @@ func (s *session) scaleBreakdown(ctx context.Context, persons uint64, reads []na
 // windowStatements groups the statements that finished in w's window by
 // shape, keeping those sent on at least a tenth of the read's calls.
 func (s *session) windowStatements(ctx context.Context, w readWindow) ([]ReadStatement, error) {
-	rows, err := s.store.Conn().Query(rawCtx(ctx), `SELECT query, query_duration_ms, read_rows, read_bytes,
-  ProfileEvents.Values[indexOf(ProfileEvents.Names, 'SelectedParts')],
-  ProfileEvents.Values[indexOf(ProfileEvents.Names, 'SelectedMarks')]
+	event := s.profileEventSQL(ctx)
+	rows, err := s.store.Conn().Query(rawCtx(ctx), `SELECT query, query_duration_ms, read_rows, read_bytes, `+
+		event("SelectedParts")+", "+event("SelectedMarks")+`
 FROM system.query_log
 WHERE type = 2 AND query_start_time >= toDateTime(?) AND query_start_time <= toDateTime(?)
   AND query NOT LIKE '%system.query_log%'`, w.from.Unix(), w.till.Unix())
@@ -143,6 +143,24 @@ WHERE type = 2 AND query_start_time >= toDateTime(?) AND query_start_time <= toD
 	}
 	slices.SortFunc(out, func(a, b ReadStatement) int { return -cmpFloat(a.MeanMs*float64(a.Calls), b.MeanMs*float64(b.Calls)) })
 	return out, nil
+}
+
+// profileEventSQL gives the expression of one of query_log's profile
+// events: ClickHouse 18.16 keeps them as two arrays (ProfileEvents.Names,
+// ProfileEvents.Values), current ClickHouse as a Map column,
+// ProfileEvents. The column's type in system.columns tells which. (The
+// finished statements are type = 2 in both: a UInt8 in 18.16, the
+// Enum8 value QueryFinish now.)
+func (s *session) profileEventSQL(ctx context.Context) func(name string) string {
+	var typ string
+	_ = s.store.Conn().QueryRow(rawCtx(ctx), `SELECT any(type) FROM system.columns
+WHERE database = 'system' AND table = 'query_log' AND name = 'ProfileEvents'`).Scan(&typ)
+	if strings.HasPrefix(typ, "Map(") {
+		return func(name string) string { return "ProfileEvents['" + name + "']" }
+	}
+	return func(name string) string {
+		return "ProfileEvents.Values[indexOf(ProfileEvents.Names, '" + name + "')]"
+	}
 }
 
 func cmpFloat(a, b float64) int {
